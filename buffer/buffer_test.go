@@ -1,0 +1,186 @@
+package buffer
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newPool(t *testing.T, segs, min, max int) (*GlobalPool, *LocalPool) {
+	t.Helper()
+	g, err := NewGlobalPool(Config{SegmentSize: 128, NumSegments: segs})
+	require.NoError(t, err)
+	p, err := g.NewLocalPool(min, max)
+	require.NoError(t, err)
+	return g, p
+}
+
+func TestConfigValidate(t *testing.T) {
+	require.NoError(t, Config{}.Validate())
+	require.Error(t, Config{SegmentSize: 8}.Validate())
+	require.Error(t, Config{NumSegments: -1}.Validate())
+	_, err := NewGlobalPool(Config{SegmentSize: -5})
+	require.Error(t, err)
+}
+
+func TestRequestReleaseRecycles(t *testing.T) {
+	g, p := newPool(t, 4, 2, 3)
+	var bufs []*Buffer
+	for i := 0; i < 3; i++ {
+		b, err := p.Request()
+		require.NoError(t, err)
+		require.NotNil(t, b, "request %d", i)
+		require.Equal(t, 128, b.Cap())
+		bufs = append(bufs, b)
+	}
+	b, err := p.Request()
+	require.NoError(t, err)
+	require.Nil(t, b, "max is 3")
+	require.Equal(t, 3, p.Outstanding())
+	for _, b := range bufs {
+		b.Release()
+	}
+	require.Equal(t, 0, p.Outstanding())
+	p.Close()
+	require.Equal(t, 0, g.InUse())
+}
+
+func TestReservationRespected(t *testing.T) {
+	g, err := NewGlobalPool(Config{SegmentSize: 128, NumSegments: 4})
+	require.NoError(t, err)
+	a, err := g.NewLocalPool(3, 4)
+	require.NoError(t, err)
+	_, err = g.NewLocalPool(2, 2)
+	require.ErrorIs(t, err, ErrInsufficient)
+	b, err := g.NewLocalPool(1, 4)
+	require.NoError(t, err)
+	// b may take its one reserved segment plus nothing of a's reservation.
+	x, _ := b.Request()
+	require.NotNil(t, x)
+	y, _ := b.Request()
+	require.Nil(t, y, "the other three are reserved for a")
+	var held []*Buffer
+	for i := 0; i < 3; i++ {
+		z, _ := a.Request()
+		require.NotNil(t, z)
+		held = append(held, z)
+	}
+	x.Release()
+	for _, z := range held {
+		z.Release()
+	}
+	a.Close()
+	b.Close()
+	require.Equal(t, 0, g.InUse())
+}
+
+func TestSliceSharesRefcount(t *testing.T) {
+	g, p := newPool(t, 2, 1, 1)
+	b, _ := p.Request()
+	copy(b.Segment(), "hello world")
+	b.SetLen(11)
+	s1 := b.Slice(0, 5, Data)
+	s2 := b.Slice(6, 5, Data)
+	s3 := s2.Slice(1, 3, Data)
+	require.Equal(t, "hello", string(s1.Bytes()))
+	require.Equal(t, "world", string(s2.Bytes()))
+	require.Equal(t, "orl", string(s3.Bytes()))
+	require.EqualValues(t, 4, b.Refs())
+	b.Release()
+	s1.Release()
+	s3.Release()
+	require.Equal(t, 1, p.Outstanding())
+	s2.Release()
+	require.Equal(t, 0, p.Outstanding())
+	p.Close()
+	require.Equal(t, 0, g.InUse())
+}
+
+func TestDoubleReleasePanics(t *testing.T) {
+	_, p := newPool(t, 2, 1, 1)
+	defer p.Close()
+	b, _ := p.Request()
+	b.Release()
+	require.Panics(t, func() { b.Release() })
+	w := Wrap([]byte("x"), Event)
+	w.Release()
+	require.Panics(t, func() { w.Bytes() })
+	require.Panics(t, func() { w.Retain() })
+}
+
+func TestBlockingRequestWakesOnRecycle(t *testing.T) {
+	_, p := newPool(t, 1, 1, 1)
+	defer p.Close()
+	b, _ := p.Request()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var got *Buffer
+	go func() {
+		defer wg.Done()
+		var err error
+		got, err = p.RequestBlocking(context.Background())
+		require.NoError(t, err)
+	}()
+	b.Release()
+	wg.Wait()
+	require.NotNil(t, got)
+	got.Release()
+}
+
+func TestBlockingRequestCancelledAndClosed(t *testing.T) {
+	_, p := newPool(t, 1, 1, 1)
+	b, _ := p.Request()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := p.RequestBlocking(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+
+	done := make(chan error)
+	go func() {
+		_, err := p.RequestBlocking(context.Background())
+		done <- err
+	}()
+	p.Close()
+	require.ErrorIs(t, <-done, ErrClosed)
+	b.Release() // after close, goes straight back to the global pool
+}
+
+func TestLocalPoolBorrowsBeyondMinWaitsOnGlobal(t *testing.T) {
+	g, err := NewGlobalPool(Config{SegmentSize: 128, NumSegments: 2})
+	require.NoError(t, err)
+	a, _ := g.NewLocalPool(0, 2)
+	b, _ := g.NewLocalPool(0, 2)
+	x, _ := a.Request()
+	y, _ := a.Request()
+	require.NotNil(t, y)
+	z, _ := b.Request()
+	require.Nil(t, z)
+	done := make(chan *Buffer)
+	go func() {
+		v, err := b.RequestBlocking(context.Background())
+		require.NoError(t, err)
+		done <- v
+	}()
+	x.Release() // back to a, not the global pool
+	a.Close()   // a's free segment returns to the global pool: b wakes
+	v := <-done
+	v.Release()
+	y.Release()
+	b.Close()
+	require.Equal(t, 0, g.InUse())
+}
+
+func TestRequestAllocFree(t *testing.T) {
+	_, p := newPool(t, 2, 2, 2)
+	defer p.Close()
+	allocs := testing.AllocsPerRun(1000, func() {
+		b, _ := p.Request()
+		b.Release()
+	})
+	require.Zero(t, allocs)
+}

@@ -1,0 +1,429 @@
+package network
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/google/uuid"
+
+	"github.com/weirstream/weir/buffer"
+)
+
+// Listener is told when a subpartition has something to hand out again
+// (it went from empty or blocked to non-empty and unblocked). It must not
+// block: the producer calls it on its hot path.
+type Listener interface {
+	NotifyDataAvailable()
+}
+
+// PartitionStats counts what a partition produced.
+type PartitionStats struct {
+	Records         int64
+	Bytes           int64 // serialized record bytes, including length prefixes
+	Buffers         int64
+	BackPressured   time.Duration // time the producer waited for a buffer
+	BackPressureNum int64         // how many times it waited
+}
+
+// ResultPartition is the output of one task attempt towards one consumer
+// edge: one Subpartition per consuming subtask, filled by the task's
+// goroutine from a bounded LocalPool. A producer that finds the pool empty
+// waits (back pressure) until a consumer releases a buffer.
+//
+// Only the producing task's goroutine may call the write methods (Emit,
+// Flush, BroadcastEvent, Finish). Readers may poll subpartitions from any
+// goroutine.
+type ResultPartition struct {
+	id   uuid.UUID
+	name string
+	pool *buffer.LocalPool
+	subs []*Subpartition
+
+	ctx      context.Context // cancels blocking buffer requests
+	builders []builder
+	scratch  []byte // re-encoding of a record that did not fit
+	dirty    bool   // some builder holds unflushed bytes
+	stats    PartitionStats
+	finished bool
+	rr       int // round-robin position for Rebalance
+}
+
+// NewResultPartition creates a partition of n subpartitions drawing buffers
+// from pool. The pool must be able to hold at least n+1 buffers. name
+// appears in errors and logs.
+func NewResultPartition(id uuid.UUID, name string, n int, pool *buffer.LocalPool) (*ResultPartition, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("network: partition %s: %d subpartitions", name, n)
+	}
+	if pool.Max() < n+1 {
+		return nil, fmt.Errorf("network: partition %s: pool max %d below subpartitions+1 = %d", name, pool.Max(), n+1)
+	}
+	p := &ResultPartition{id: id, name: name, pool: pool, ctx: context.Background(),
+		subs: make([]*Subpartition, n), builders: make([]builder, n)}
+	for i := range p.subs {
+		p.subs[i] = &Subpartition{index: i, parent: p}
+	}
+	return p, nil
+}
+
+// SetContext sets the context that cancels the producer's blocking waits
+// for buffers. Call it before writing.
+func (p *ResultPartition) SetContext(ctx context.Context) { p.ctx = ctx }
+
+// ID is the partition's identity on the wire.
+func (p *ResultPartition) ID() uuid.UUID { return p.id }
+
+// Name is the partition's name for logs and errors.
+func (p *ResultPartition) Name() string { return p.name }
+
+// NumSubpartitions is the number of consumers.
+func (p *ResultPartition) NumSubpartitions() int { return len(p.subs) }
+
+// Subpartition returns subpartition i.
+func (p *ResultPartition) Subpartition(i int) *Subpartition { return p.subs[i] }
+
+// Stats returns the producer's counters. Call it from the producing
+// goroutine or after it finished.
+func (p *ResultPartition) Stats() PartitionStats { return p.stats }
+
+// Available returns nil if the producer can get a buffer now, or a channel
+// closed once it may. A task checks it before pulling from a source so it
+// waits for output space in its mailbox loop instead of inside a write.
+func (p *ResultPartition) Available() <-chan struct{} { return p.pool.Available() }
+
+func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
+	b, err := p.pool.Request()
+	if b != nil || err != nil {
+		return b, err
+	}
+	start := time.Now()
+	b, err = p.pool.RequestBlocking(p.ctx)
+	p.stats.BackPressured += time.Since(start)
+	p.stats.BackPressureNum++
+	if err != nil {
+		return nil, fmt.Errorf("network: partition %s: waiting for a buffer: %w", p.name, err)
+	}
+	return b, nil
+}
+
+// Write appends one serialized record to subpartition sub.
+func (p *ResultPartition) Write(sub int, rec []byte) error {
+	b := &p.builders[sub]
+	if b.room() >= lengthSize+len(rec) {
+		binary.BigEndian.PutUint32(b.seg[b.pos:], uint32(len(rec)))
+		copy(b.seg[b.pos+lengthSize:], rec)
+		b.pos += lengthSize + len(rec)
+		p.dirty = true
+		p.stats.Records++
+		p.stats.Bytes += int64(lengthSize + len(rec))
+		return nil
+	}
+	return p.writeSpanning(sub, rec)
+}
+
+// AppendRecord encodes v with appendFn directly into subpartition sub's
+// current buffer when it fits, and otherwise serializes it across buffers.
+// appendFn must append v's encoding to its argument (append semantics).
+func AppendRecord[T any](p *ResultPartition, sub int, appendFn func([]byte, T) []byte, v T) error {
+	b := &p.builders[sub]
+	if room := b.room(); room > lengthSize {
+		dst := b.seg[b.pos+lengthSize : b.pos+lengthSize]
+		out := appendFn(dst, v)
+		if len(out) <= cap(dst) && (len(out) == 0 || unsafe.SliceData(out) == unsafe.SliceData(dst)) {
+			binary.BigEndian.PutUint32(b.seg[b.pos:], uint32(len(out)))
+			b.pos += lengthSize + len(out)
+			p.dirty = true
+			p.stats.Records++
+			p.stats.Bytes += int64(lengthSize + len(out))
+			return nil
+		}
+	}
+	p.scratch = appendFn(p.scratch[:0], v)
+	return p.writeSpanning(sub, p.scratch)
+}
+
+// writeSpanning writes a record that does not fit in the current buffer:
+// its length prefix and bytes continue in the next buffers.
+func (p *ResultPartition) writeSpanning(sub int, rec []byte) error {
+	if len(rec) > 1<<32-1 {
+		return fmt.Errorf("network: partition %s: record of %d bytes too large", p.name, len(rec))
+	}
+	var hdr [lengthSize]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(rec)))
+	b := &p.builders[sub]
+	for _, part := range [2][]byte{hdr[:], rec} {
+		for len(part) > 0 {
+			if b.room() == 0 {
+				if err := p.nextBuffer(sub); err != nil {
+					return err
+				}
+			}
+			c := copy(b.seg[b.pos:], part)
+			b.pos += c
+			part = part[c:]
+			p.dirty = true
+		}
+	}
+	p.stats.Records++
+	p.stats.Bytes += int64(lengthSize + len(rec))
+	if b.room() == 0 {
+		return p.nextBuffer(sub)
+	}
+	return nil
+}
+
+// nextBuffer hands subpartition sub's current buffer (if it holds data) to
+// the subpartition and takes a fresh one from the pool.
+func (p *ResultPartition) nextBuffer(sub int) error {
+	p.finishBuffer(sub)
+	b := &p.builders[sub]
+	if b.buf != nil {
+		return nil // empty buffer kept
+	}
+	buf, err := p.requestBuffer()
+	if err != nil {
+		return err
+	}
+	b.buf, b.seg, b.pos = buf, buf.Segment(), 0
+	return nil
+}
+
+func (p *ResultPartition) finishBuffer(sub int) {
+	b := &p.builders[sub]
+	if b.buf == nil || b.pos == 0 {
+		return
+	}
+	buf := b.buf
+	buf.SetLen(b.pos)
+	b.buf, b.seg, b.pos = nil, nil, 0
+	p.stats.Buffers++
+	p.subs[sub].add(buf)
+}
+
+// Flush hands every partially filled buffer to its subpartition.
+func (p *ResultPartition) Flush() {
+	if !p.dirty {
+		return
+	}
+	for i := range p.builders {
+		p.finishBuffer(i)
+	}
+	p.dirty = false
+}
+
+// FlushSub hands subpartition sub's partially filled buffer over.
+func (p *ResultPartition) FlushSub(sub int) { p.finishBuffer(sub) }
+
+// BroadcastEvent flushes every subpartition and then appends the encoded
+// event payload to each as one buffer of type t. Events need no credit.
+func (p *ResultPartition) BroadcastEvent(payload []byte, t buffer.DataType) {
+	for i := range p.builders {
+		p.finishBuffer(i)
+	}
+	p.dirty = false
+	ev := buffer.Wrap(payload, t)
+	for i := 1; i < len(p.subs); i++ {
+		ev.Retain()
+	}
+	for _, s := range p.subs {
+		s.add(ev)
+	}
+}
+
+// Finish flushes, appends the end-of-partition event to every
+// subpartition and returns the producer's unused buffers. The partition
+// accepts no more writes.
+func (p *ResultPartition) Finish(endOfPartition []byte) {
+	if p.finished {
+		return
+	}
+	p.BroadcastEvent(endOfPartition, buffer.Event)
+	p.finished = true
+	p.releaseBuilders()
+}
+
+func (p *ResultPartition) releaseBuilders() {
+	for i := range p.builders {
+		b := &p.builders[i]
+		if b.buf != nil {
+			b.buf.Release()
+			b.buf, b.seg, b.pos = nil, nil, 0
+		}
+	}
+	p.dirty = false
+}
+
+// Release drops everything queued (a failed or cancelled producer or
+// consumer) and closes the pool; buffers still held by readers return to
+// the global pool when released. Call it from the producing goroutine
+// after it stopped writing.
+func (p *ResultPartition) Release() {
+	p.releaseBuilders()
+	for _, s := range p.subs {
+		s.Release()
+	}
+	p.pool.Close()
+}
+
+// Subpartition is the FIFO of buffers for one consumer. It counts its
+// backlog (data buffers queued) and, after handing out an aligned
+// checkpoint barrier, hands out nothing more until Resume: that is how an
+// aligned channel stops being consumed without buffering anywhere.
+type Subpartition struct {
+	index  int
+	parent *ResultPartition
+	reader atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		queue    []*buffer.Buffer
+		head     int
+		backlog  int // data buffers in queue
+		blocked  bool
+		released bool
+		listener Listener
+	}
+}
+
+// Index is the subpartition's position in its partition.
+func (s *Subpartition) Index() int { return s.index }
+
+// Partition is the subpartition's partition.
+func (s *Subpartition) Partition() *ResultPartition { return s.parent }
+
+// Attach registers the single reader of s. It fails if s already has one.
+func (s *Subpartition) Attach(l Listener) error {
+	if !s.reader.CompareAndSwap(false, true) {
+		return fmt.Errorf("network: partition %s subpartition %d already has a reader", s.parent.name, s.index)
+	}
+	s.mu.Lock()
+	s.mu.listener = l
+	notify := s.availableLocked()
+	s.mu.Unlock()
+	if notify {
+		l.NotifyDataAvailable()
+	}
+	return nil
+}
+
+func (s *Subpartition) availableLocked() bool {
+	return !s.mu.blocked && s.mu.head < len(s.mu.queue)
+}
+
+func (s *Subpartition) add(b *buffer.Buffer) {
+	s.mu.Lock()
+	if s.mu.released {
+		s.mu.Unlock()
+		b.Release()
+		return
+	}
+	wasEmpty := s.mu.head == len(s.mu.queue)
+	if s.mu.head > 0 && s.mu.head == len(s.mu.queue) {
+		s.mu.queue = s.mu.queue[:0]
+		s.mu.head = 0
+	}
+	s.mu.queue = append(s.mu.queue, b)
+	if b.IsData() {
+		s.mu.backlog++
+	}
+	var l Listener
+	if wasEmpty && !s.mu.blocked {
+		l = s.mu.listener
+	}
+	s.mu.Unlock()
+	if l != nil {
+		l.NotifyDataAvailable()
+	}
+}
+
+// Polled is what Poll hands out.
+type Polled struct {
+	Buffer   *buffer.Buffer
+	Backlog  int             // data buffers still queued after this one
+	More     bool            // another buffer can be polled right away
+	NextType buffer.DataType // type of the next buffer when More
+}
+
+// Poll takes the next buffer, or returns a nil Buffer when there is none or
+// s is blocked. After a buffer whose type blocks upstream, s is blocked.
+func (s *Subpartition) Poll() Polled {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.availableLocked() {
+		return Polled{Backlog: s.mu.backlog}
+	}
+	b := s.mu.queue[s.mu.head]
+	s.mu.queue[s.mu.head] = nil
+	s.mu.head++
+	if b.IsData() {
+		s.mu.backlog--
+	}
+	if b.Type().BlocksUpstream() {
+		s.mu.blocked = true
+	}
+	r := Polled{Buffer: b, Backlog: s.mu.backlog, More: s.availableLocked()}
+	if r.More {
+		r.NextType = s.mu.queue[s.mu.head].Type()
+	}
+	return r
+}
+
+// Peek reports the type of the next buffer, if one can be polled now, and
+// the backlog.
+func (s *Subpartition) Peek() (t buffer.DataType, ok bool, backlog int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.availableLocked() {
+		return 0, false, s.mu.backlog
+	}
+	return s.mu.queue[s.mu.head].Type(), true, s.mu.backlog
+}
+
+// Backlog is the number of data buffers queued.
+func (s *Subpartition) Backlog() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.backlog
+}
+
+// Resume lets a subpartition blocked by an aligned barrier hand out buffers
+// again. Resuming an unblocked subpartition does nothing.
+func (s *Subpartition) Resume() {
+	s.mu.Lock()
+	if !s.mu.blocked {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.blocked = false
+	var l Listener
+	if s.availableLocked() {
+		l = s.mu.listener
+	}
+	s.mu.Unlock()
+	if l != nil {
+		l.NotifyDataAvailable()
+	}
+}
+
+// Release drops every queued buffer; later adds are released at once. It
+// is idempotent and safe from any goroutine.
+func (s *Subpartition) Release() {
+	s.mu.Lock()
+	if s.mu.released {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.released = true
+	q := s.mu.queue[s.mu.head:]
+	s.mu.queue, s.mu.head, s.mu.backlog = nil, 0, 0
+	s.mu.listener = nil
+	s.mu.Unlock()
+	for _, b := range q {
+		b.Release()
+	}
+}

@@ -1,0 +1,144 @@
+package network
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weirstream/weir/buffer"
+)
+
+// encodeStream is the reference encoding: length prefix + bytes per record.
+func encodeStream(recs [][]byte) []byte {
+	var out []byte
+	for _, r := range recs {
+		out = binary.BigEndian.AppendUint32(out, uint32(len(r)))
+		out = append(out, r...)
+	}
+	return out
+}
+
+// feed cuts stream at the given offsets into buffers and returns every
+// record the deserializer produced.
+func feed(t *testing.T, stream []byte, cuts []int) ([][]byte, error) {
+	t.Helper()
+	d := NewDeserializer("test", 1<<20)
+	defer d.Close()
+	var got [][]byte
+	prev := 0
+	for _, c := range append(cuts, len(stream)) {
+		if c <= prev {
+			continue
+		}
+		d.SetBuffer(buffer.Wrap(append([]byte(nil), stream[prev:c]...), buffer.Data))
+		prev = c
+		for {
+			rec, ok, err := d.Next()
+			if err != nil {
+				return got, err
+			}
+			if !ok {
+				break
+			}
+			got = append(got, append([]byte{}, rec...))
+		}
+		require.False(t, d.HasBuffer(), "buffer not released after use")
+	}
+	require.False(t, d.Pending(), "record left incomplete")
+	return got, nil
+}
+
+// Every record split at every byte offset of its length prefix and body.
+func TestDeserializerSplitAtEveryOffset(t *testing.T) {
+	recs := [][]byte{[]byte("a"), {}, []byte("hello, world"), bytes.Repeat([]byte{7}, 300), []byte("z")}
+	stream := encodeStream(recs)
+	for cut := 0; cut <= len(stream); cut++ {
+		got, err := feed(t, stream, []int{cut})
+		require.NoError(t, err, "cut %d", cut)
+		require.Equal(t, recs, got, "cut %d", cut)
+	}
+	// Two cuts: a record spread over three or more buffers.
+	for c1 := 0; c1 <= len(stream); c1 += 3 {
+		for c2 := c1; c2 <= len(stream); c2 += 5 {
+			got, err := feed(t, stream, []int{c1, c2})
+			require.NoError(t, err, "cuts %d,%d", c1, c2)
+			require.Equal(t, recs, got, "cuts %d,%d", c1, c2)
+		}
+	}
+}
+
+func TestDeserializerOneByteBuffers(t *testing.T) {
+	recs := [][]byte{bytes.Repeat([]byte("x"), 1000), []byte("y")}
+	stream := encodeStream(recs)
+	cuts := make([]int, len(stream))
+	for i := range cuts {
+		cuts[i] = i
+	}
+	got, err := feed(t, stream, cuts)
+	require.NoError(t, err)
+	require.Equal(t, recs, got)
+}
+
+func TestDeserializerCorruptLength(t *testing.T) {
+	stream := binary.BigEndian.AppendUint32(nil, 1<<30)
+	_, err := feed(t, append(stream, 1, 2, 3), []int{2})
+	var de *DeserializeError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, "test", de.Channel)
+	_, err = feed(t, append(stream, 1, 2, 3), nil)
+	require.ErrorAs(t, err, &de)
+}
+
+// The serializer, writing through a real partition with tiny segments,
+// produces exactly the reference stream, whatever the record sizes.
+func TestPartitionWriteSpansBuffers(t *testing.T) {
+	for _, segSize := range []int{64, 65, 100, 1024} {
+		t.Run(fmt.Sprint(segSize), func(t *testing.T) {
+			g, err := buffer.NewGlobalPool(buffer.Config{SegmentSize: segSize, NumSegments: 1000})
+			require.NoError(t, err)
+			pool, err := g.NewLocalPool(2, 1000)
+			require.NoError(t, err)
+			p, err := NewResultPartition(newID(), "p", 1, pool)
+			require.NoError(t, err)
+			r := rand.New(rand.NewPCG(1, uint64(segSize)))
+			var recs [][]byte
+			for i := 0; i < 300; i++ {
+				n := r.IntN(200)
+				if i%50 == 0 {
+					n = 5000 // larger than a segment
+				}
+				rec := make([]byte, n)
+				for j := range rec {
+					rec[j] = byte(r.Uint32())
+				}
+				recs = append(recs, rec)
+				if i%2 == 0 {
+					require.NoError(t, p.Write(0, rec))
+				} else {
+					require.NoError(t, AppendRecord(p, 0, func(dst []byte, v []byte) []byte { return append(dst, v...) }, rec))
+				}
+				if i%37 == 0 {
+					p.Flush()
+				}
+			}
+			p.Flush()
+			var stream []byte
+			sub := p.Subpartition(0)
+			for {
+				r := sub.Poll()
+				if r.Buffer == nil {
+					break
+				}
+				stream = append(stream, r.Buffer.Bytes()...)
+				r.Buffer.Release()
+			}
+			require.Equal(t, encodeStream(recs), stream)
+			p.Release()
+			require.Equal(t, 0, g.InUse())
+		})
+	}
+}

@@ -1,0 +1,96 @@
+package state
+
+import (
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/internal/keygroup"
+)
+
+// StreamHandle locates one state file written into checkpoint storage.
+type StreamHandle struct {
+	Path     string // location understood by the Storage that wrote it
+	Size     int64  // bytes
+	Checksum uint32 // CRC32C (Castagnoli) of the whole file
+}
+
+// KeyedStateHandle is one subtask's keyed state for a range of key groups.
+// Offsets[i] is the byte offset of key group KeyGroups.Start+i in the file,
+// so a rescaled job can read only the groups it owns.
+type KeyedStateHandle struct {
+	StreamHandle
+	KeyGroups keygroup.Range
+	Offsets   []int64
+}
+
+// OperatorStateHandle is one subtask's operator (non-keyed) state: named list
+// states, each redistributed on restore according to its mode.
+type OperatorStateHandle struct {
+	StreamHandle
+	States map[string]OperatorStateMeta
+}
+
+// Distribution is how an operator list state is redistributed on restore.
+type Distribution uint8
+
+const (
+	// SplitDistribute splits the union of all subtasks' elements evenly.
+	SplitDistribute Distribution = iota
+	// UnionDistribute gives every subtask the union of all elements.
+	UnionDistribute
+)
+
+// OperatorStateMeta describes one named list state inside an
+// OperatorStateHandle: its distribution and each element's offset.
+type OperatorStateMeta struct {
+	Distribution Distribution
+	Offsets      []int64
+}
+
+// OperatorSubtaskState is everything one operator of a task's chain
+// snapshotted for one checkpoint. Either part may be nil.
+type OperatorSubtaskState struct {
+	Keyed    *KeyedStateHandle
+	Operator *OperatorStateHandle
+}
+
+// Size is the total bytes of the state files.
+func (s OperatorSubtaskState) Size() int64 {
+	var n int64
+	if s.Keyed != nil {
+		n += s.Keyed.Size
+	}
+	if s.Operator != nil {
+		n += s.Operator.Size
+	}
+	return n
+}
+
+// TaskSnapshot is what one task acknowledges for one checkpoint: the state of
+// every operator in its chain, keyed by the operator's stable ID.
+type TaskSnapshot struct {
+	Operators map[string]OperatorSubtaskState
+}
+
+// Size is the total bytes of all state files of the snapshot.
+func (s TaskSnapshot) Size() int64 {
+	var n int64
+	for _, o := range s.Operators {
+		n += o.Size()
+	}
+	return n
+}
+
+// TaskKey names one subtask of a job vertex.
+type TaskKey struct {
+	Vertex  string // stable vertex (task chain) ID
+	Subtask int
+}
+
+// Metadata is the durable description of one completed checkpoint or
+// savepoint: which state files make it up. It is written last; a checkpoint
+// without valid metadata does not exist.
+type Metadata struct {
+	ID        barrier.CheckpointID
+	Timestamp int64 // unix ms of the trigger
+	Kind      barrier.Kind
+	Tasks     map[TaskKey]TaskSnapshot
+}
