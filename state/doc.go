@@ -1,0 +1,70 @@
+// Package state holds the state of a job's operators and makes it durable
+// at checkpoints.
+//
+// # State backends
+//
+// A state backend is where one subtask's operator state lives while the job
+// runs, and what turns it into checkpoint files and back. There are two
+// kinds of state, each with its own backend:
+//
+//   - Keyed state belongs to a key of a keyed stream. A KeyedBackend serves
+//     one subtask's range of key groups; before each record the task calls
+//     SetCurrentKey, and every access through ValueState, ListState,
+//     MapState, ReducingState and AggregatingState is scoped to that key.
+//     Typed states are created from descriptors (GetValueState and friends)
+//     and encode values with codec.Codec. KeyedBackend itself is
+//     byte-oriented — (state, key group, key, user key) → value bytes — so a
+//     new backend implements only that; package heap is the in-memory one.
+//   - Operator state belongs to a subtask, not to a key: named lists
+//     (GetOperatorListState) in an OperatorBackend. On restore a
+//     SplitDistribute list gets an even share of the union of all previous
+//     subtasks' elements, a UnionDistribute list gets all of them.
+//
+// # Key groups
+//
+// Keys are hashed into MaxParallelism key groups (internal/keygroup); a
+// subtask owns a contiguous range of groups. Keyed snapshots are written
+// per key group, and KeyedStateHandle.Offsets locates each group, so that a
+// job restored with another parallelism reads from every previous file just
+// the groups it now owns.
+//
+// # Snapshots: synchronous and asynchronous parts
+//
+// Snapshot has two parts. The synchronous part runs on the task goroutine,
+// between two records, and only freezes the current state (the heap
+// backend records map pointers and bumps a version: no copying). It
+// returns a function, the asynchronous part, that writes the frozen state
+// to checkpoint storage on another goroutine while the task goes on
+// updating state; copy-on-write keeps the two apart.
+//
+// # Checkpoint storage
+//
+// Storage holds the files: FileStorage writes <dir>/chk-<id>/<name> per
+// task state and <dir>/chk-<id>/_metadata last (a checkpoint without valid
+// metadata does not exist). Every file is written atomically and durably
+// and carries a CRC32C checked on read (*CorruptError). Latest finds the
+// newest checkpoint that verifies; ExportSavepoint copies one into a
+// self-contained savepoint directory, OpenSavepoint reads it back.
+// NewMemoryStorage is a FileStorage on an in-memory FS for tests; FS is the
+// seam for injecting file system failures.
+//
+// # The caller's duties, in order
+//
+//  1. Create the backends (heap.New with the subtask's max parallelism,
+//     parallelism and index; NewOperatorBackend).
+//  2. On a restart, Restore them from the handles of ALL previous subtasks
+//     of the operator (from Storage.Latest or OpenSavepoint), before
+//     creating any state.
+//  3. Create the typed states from descriptors (once, at operator open).
+//  4. For each record: SetCurrentKey(serialized key, key group), then read
+//     and update state. Only the task goroutine touches the backend.
+//  5. At a checkpoint, in the same mailbox step as the barrier: call
+//     Snapshot on each backend (synchronous part) with writers scoped per
+//     task and operator (PrefixedWriters), then hand the returned functions
+//     to another goroutine and call each exactly once; collect the handles
+//     into an OperatorSubtaskState and acknowledge.
+//  6. The coordinator writes the Metadata (WriteMetadata) once every task
+//     acknowledged, and Discards checkpoints beyond retention.
+//  7. Close the backends when the task ends, after the asynchronous parts
+//     in flight have returned.
+package state

@@ -1,0 +1,344 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/weirstream/weir/codec"
+)
+
+// ErrCorruptState is returned when stored state bytes cannot be decoded.
+var ErrCorruptState = errors.New("state: corrupt state value")
+
+func register(b KeyedBackend, name string, kind Kind, haveCodec bool) (StateID, error) {
+	if b == nil {
+		return 0, errors.New("state: nil backend")
+	}
+	if name == "" {
+		return 0, fmt.Errorf("state: %s state without a name", kind)
+	}
+	if !haveCodec {
+		return 0, fmt.Errorf("state: %s state %q without a codec", kind, name)
+	}
+	return b.Register(name, kind)
+}
+
+// ValueState is a keyed state holding one value per key. It is scoped to the
+// backend's current key and used only from the task goroutine.
+type ValueState[T any] struct {
+	b       KeyedBackend
+	id      StateID
+	c       codec.Codec[T]
+	def     T
+	scratch []byte
+}
+
+// GetValueState returns the value state described by d, registering it on
+// first use. Getting the same name again returns a state over the same data;
+// an existing state of another kind is an error.
+func GetValueState[T any](b KeyedBackend, d ValueDescriptor[T]) (*ValueState[T], error) {
+	id, err := register(b, d.Name, KindValue, d.Codec != nil)
+	if err != nil {
+		return nil, err
+	}
+	return &ValueState[T]{b: b, id: id, c: d.Codec, def: d.Default}, nil
+}
+
+// Value returns the current key's value, or the descriptor's Default.
+func (s *ValueState[T]) Value() (T, error) {
+	raw, ok, err := s.b.Get(s.id, nil)
+	if err != nil || !ok {
+		return s.def, err
+	}
+	return s.c.Decode(raw)
+}
+
+// Update sets the current key's value.
+func (s *ValueState[T]) Update(v T) error {
+	s.scratch = s.c.Append(s.scratch[:0], v)
+	return s.b.Put(s.id, nil, s.scratch)
+}
+
+// Clear removes the current key's value.
+func (s *ValueState[T]) Clear() error { return s.b.Clear(s.id) }
+
+// ListState is a keyed state holding a list per key.
+type ListState[T any] struct {
+	b       KeyedBackend
+	id      StateID
+	c       codec.Codec[T]
+	scratch []byte
+	elem    []byte
+}
+
+// GetListState returns the keyed list state described by d (see
+// GetValueState for registration rules).
+func GetListState[T any](b KeyedBackend, d ListDescriptor[T]) (*ListState[T], error) {
+	id, err := register(b, d.Name, KindList, d.Codec != nil)
+	if err != nil {
+		return nil, err
+	}
+	return &ListState[T]{b: b, id: id, c: d.Codec}, nil
+}
+
+// Add appends v to the current key's list.
+func (s *ListState[T]) Add(v T) error {
+	s.elem = s.c.Append(s.elem[:0], v)
+	s.scratch = appendFramed(s.scratch[:0], s.elem)
+	return s.b.Append(s.id, s.scratch)
+}
+
+// Get returns the current key's list (nil if empty).
+func (s *ListState[T]) Get() ([]T, error) {
+	var out []T
+	err := s.All(func(v T) bool { out = append(out, v); return true })
+	return out, err
+}
+
+// All calls fn for each element of the current key's list until fn returns
+// false.
+func (s *ListState[T]) All(fn func(T) bool) error {
+	raw, ok, err := s.b.Get(s.id, nil)
+	if err != nil || !ok {
+		return err
+	}
+	for len(raw) > 0 {
+		e, rest, err := splitFramed(raw)
+		if err != nil {
+			return err
+		}
+		raw = rest
+		v, err := s.c.Decode(e)
+		if err != nil {
+			return err
+		}
+		if !fn(v) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Update replaces the current key's list with vs (empty vs clears it).
+func (s *ListState[T]) Update(vs []T) error {
+	if len(vs) == 0 {
+		return s.b.Clear(s.id)
+	}
+	s.scratch = s.scratch[:0]
+	for _, v := range vs {
+		s.elem = s.c.Append(s.elem[:0], v)
+		s.scratch = appendFramed(s.scratch, s.elem)
+	}
+	return s.b.Put(s.id, nil, s.scratch)
+}
+
+// Clear removes the current key's list.
+func (s *ListState[T]) Clear() error { return s.b.Clear(s.id) }
+
+// MapState is a keyed state holding a map per key.
+type MapState[K, V any] struct {
+	b    KeyedBackend
+	id   StateID
+	kc   codec.Codec[K]
+	vc   codec.Codec[V]
+	kbuf []byte
+	vbuf []byte
+}
+
+// GetMapState returns the keyed map state described by d (see GetValueState
+// for registration rules).
+func GetMapState[K, V any](b KeyedBackend, d MapDescriptor[K, V]) (*MapState[K, V], error) {
+	id, err := register(b, d.Name, KindMap, d.KeyCodec != nil && d.ValueCodec != nil)
+	if err != nil {
+		return nil, err
+	}
+	return &MapState[K, V]{b: b, id: id, kc: d.KeyCodec, vc: d.ValueCodec}, nil
+}
+
+// Get returns the value of user key k of the current key.
+func (s *MapState[K, V]) Get(k K) (V, bool, error) {
+	var zero V
+	s.kbuf = s.kc.Append(s.kbuf[:0], k)
+	raw, ok, err := s.b.Get(s.id, s.kbuf)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	v, err := s.vc.Decode(raw)
+	return v, err == nil, err
+}
+
+// Contains reports whether user key k is present for the current key.
+func (s *MapState[K, V]) Contains(k K) (bool, error) {
+	s.kbuf = s.kc.Append(s.kbuf[:0], k)
+	_, ok, err := s.b.Get(s.id, s.kbuf)
+	return ok, err
+}
+
+// Put sets user key k to v for the current key.
+func (s *MapState[K, V]) Put(k K, v V) error {
+	s.kbuf = s.kc.Append(s.kbuf[:0], k)
+	s.vbuf = s.vc.Append(s.vbuf[:0], v)
+	return s.b.Put(s.id, s.kbuf, s.vbuf)
+}
+
+// Remove deletes user key k of the current key.
+func (s *MapState[K, V]) Remove(k K) error {
+	s.kbuf = s.kc.Append(s.kbuf[:0], k)
+	return s.b.Delete(s.id, s.kbuf)
+}
+
+// All calls fn for each entry of the current key's map, in no particular
+// order, until fn returns false. fn must not modify state.
+func (s *MapState[K, V]) All(fn func(K, V) bool) error {
+	var derr error
+	err := s.b.Iterate(s.id, func(uk, uv []byte) bool {
+		k, err := s.kc.Decode(uk)
+		if err != nil {
+			derr = err
+			return false
+		}
+		v, err := s.vc.Decode(uv)
+		if err != nil {
+			derr = err
+			return false
+		}
+		return fn(k, v)
+	})
+	if err != nil {
+		return err
+	}
+	return derr
+}
+
+// IsEmpty reports whether the current key's map has no entries.
+func (s *MapState[K, V]) IsEmpty() (bool, error) {
+	empty := true
+	err := s.b.Iterate(s.id, func(_, _ []byte) bool { empty = false; return false })
+	return empty, err
+}
+
+// Clear removes every entry of the current key's map.
+func (s *MapState[K, V]) Clear() error { return s.b.Clear(s.id) }
+
+// ReducingState is a keyed state that folds added values with a reduce
+// function.
+type ReducingState[T any] struct {
+	b       KeyedBackend
+	id      StateID
+	c       codec.Codec[T]
+	reduce  func(T, T) T
+	scratch []byte
+}
+
+// GetReducingState returns the keyed reducing state described by d (see
+// GetValueState for registration rules).
+func GetReducingState[T any](b KeyedBackend, d ReducingDescriptor[T]) (*ReducingState[T], error) {
+	if d.Reduce == nil {
+		return nil, fmt.Errorf("state: reducing state %q without a reduce function", d.Name)
+	}
+	id, err := register(b, d.Name, KindReducing, d.Codec != nil)
+	if err != nil {
+		return nil, err
+	}
+	return &ReducingState[T]{b: b, id: id, c: d.Codec, reduce: d.Reduce}, nil
+}
+
+// Get returns the current key's reduced value and whether there is one.
+func (s *ReducingState[T]) Get() (T, bool, error) {
+	var zero T
+	raw, ok, err := s.b.Get(s.id, nil)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	v, err := s.c.Decode(raw)
+	return v, err == nil, err
+}
+
+// Add folds v into the current key's value.
+func (s *ReducingState[T]) Add(v T) error {
+	cur, ok, err := s.Get()
+	if err != nil {
+		return err
+	}
+	if ok {
+		v = s.reduce(cur, v)
+	}
+	s.scratch = s.c.Append(s.scratch[:0], v)
+	return s.b.Put(s.id, nil, s.scratch)
+}
+
+// Clear removes the current key's value.
+func (s *ReducingState[T]) Clear() error { return s.b.Clear(s.id) }
+
+// AggregatingState is a keyed state that adds inputs to an accumulator.
+type AggregatingState[IN, ACC, OUT any] struct {
+	b       KeyedBackend
+	id      StateID
+	d       AggregatingDescriptor[IN, ACC, OUT]
+	scratch []byte
+}
+
+// GetAggregatingState returns the keyed aggregating state described by d
+// (see GetValueState for registration rules).
+func GetAggregatingState[IN, ACC, OUT any](b KeyedBackend, d AggregatingDescriptor[IN, ACC, OUT]) (*AggregatingState[IN, ACC, OUT], error) {
+	if d.NewAcc == nil || d.Add == nil || d.Result == nil {
+		return nil, fmt.Errorf("state: aggregating state %q needs NewAcc, Add and Result", d.Name)
+	}
+	id, err := register(b, d.Name, KindAggregating, d.AccCodec != nil)
+	if err != nil {
+		return nil, err
+	}
+	return &AggregatingState[IN, ACC, OUT]{b: b, id: id, d: d}, nil
+}
+
+// Get returns the current key's result and whether anything was added.
+func (s *AggregatingState[IN, ACC, OUT]) Get() (OUT, bool, error) {
+	var zero OUT
+	raw, ok, err := s.b.Get(s.id, nil)
+	if err != nil || !ok {
+		return zero, false, err
+	}
+	acc, err := s.d.AccCodec.Decode(raw)
+	if err != nil {
+		return zero, false, err
+	}
+	return s.d.Result(acc), true, nil
+}
+
+// Add adds in to the current key's accumulator.
+func (s *AggregatingState[IN, ACC, OUT]) Add(in IN) error {
+	raw, ok, err := s.b.Get(s.id, nil)
+	if err != nil {
+		return err
+	}
+	var acc ACC
+	if ok {
+		if acc, err = s.d.AccCodec.Decode(raw); err != nil {
+			return err
+		}
+	} else {
+		acc = s.d.NewAcc()
+	}
+	acc = s.d.Add(acc, in)
+	s.scratch = s.d.AccCodec.Append(s.scratch[:0], acc)
+	return s.b.Put(s.id, nil, s.scratch)
+}
+
+// Clear removes the current key's accumulator.
+func (s *AggregatingState[IN, ACC, OUT]) Clear() error { return s.b.Clear(s.id) }
+
+// appendFramed appends uvarint(len(p)) | p.
+func appendFramed(dst, p []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(p)))
+	return append(dst, p...)
+}
+
+// splitFramed splits one uvarint-framed element off the front of src.
+func splitFramed(src []byte) (elem, rest []byte, err error) {
+	n, k := binary.Uvarint(src)
+	if k <= 0 || uint64(len(src)-k) < n {
+		return nil, nil, fmt.Errorf("%w: bad list element framing", ErrCorruptState)
+	}
+	return src[k : k+int(n)], src[k+int(n):], nil
+}

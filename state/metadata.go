@@ -1,0 +1,334 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"sort"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/internal/keygroup"
+)
+
+// The metadata file format (version 1). Integers are uvarints unless noted;
+// strings are uvarint(len) | bytes; maps are written sorted by key so equal
+// metadata encodes to equal bytes.
+//
+//	file      = "WEIRMETA" version:u16le body crc:u32le        (crc32c of everything before it)
+//	body      = id timestamp:zigzag-varint kind:u8 nTasks task*
+//	task      = vertex:string subtask nOps op*
+//	op        = operatorID:string flags:u8 [keyed] [operator] (flags bit0 keyed, bit1 operator)
+//	keyed     = stream start end nOffsets offset*
+//	operator  = stream nStates (name:string distribution:u8 nOffsets offset*)*
+//	stream    = path:string size checksum:u32le
+
+var metaMagic = []byte("WEIRMETA")
+
+const metaVersion = 1
+
+// EncodeMetadata encodes m in the versioned binary metadata format.
+func EncodeMetadata(m Metadata) []byte {
+	b := append([]byte(nil), metaMagic...)
+	b = binary.LittleEndian.AppendUint16(b, metaVersion)
+	b = binary.AppendUvarint(b, uint64(m.ID))
+	b = binary.AppendVarint(b, m.Timestamp)
+	b = append(b, byte(m.Kind))
+	keys := make([]TaskKey, 0, len(m.Tasks))
+	for k := range m.Tasks {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Vertex != keys[j].Vertex {
+			return keys[i].Vertex < keys[j].Vertex
+		}
+		return keys[i].Subtask < keys[j].Subtask
+	})
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		ts := m.Tasks[k]
+		b = appendString(b, k.Vertex)
+		b = binary.AppendUvarint(b, uint64(k.Subtask))
+		ops := sortedKeys(ts.Operators)
+		b = binary.AppendUvarint(b, uint64(len(ops)))
+		for _, op := range ops {
+			st := ts.Operators[op]
+			b = appendString(b, op)
+			var flags byte
+			if st.Keyed != nil {
+				flags |= 1
+			}
+			if st.Operator != nil {
+				flags |= 2
+			}
+			b = append(b, flags)
+			if k := st.Keyed; k != nil {
+				b = appendStream(b, k.StreamHandle)
+				b = binary.AppendUvarint(b, uint64(k.KeyGroups.Start))
+				b = binary.AppendUvarint(b, uint64(k.KeyGroups.End))
+				b = appendOffsets(b, k.Offsets)
+			}
+			if o := st.Operator; o != nil {
+				b = appendStream(b, o.StreamHandle)
+				names := sortedKeys(o.States)
+				b = binary.AppendUvarint(b, uint64(len(names)))
+				for _, n := range names {
+					b = appendString(b, n)
+					b = append(b, byte(o.States[n].Distribution))
+					b = appendOffsets(b, o.States[n].Offsets)
+				}
+			}
+		}
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendStream(b []byte, h StreamHandle) []byte {
+	b = appendString(b, h.Path)
+	b = binary.AppendUvarint(b, uint64(h.Size))
+	return binary.LittleEndian.AppendUint32(b, h.Checksum)
+}
+
+func appendOffsets(b []byte, offs []int64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(offs)))
+	for _, o := range offs {
+		b = binary.AppendUvarint(b, uint64(o))
+	}
+	return b
+}
+
+// DecodeMetadata decodes and verifies an encoded Metadata.
+func DecodeMetadata(b []byte) (Metadata, error) {
+	if len(b) < len(metaMagic)+2+4 || string(b[:len(metaMagic)]) != string(metaMagic) {
+		return Metadata{}, errors.New("not a weir metadata file (bad magic or too short)")
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return Metadata{}, fmt.Errorf("checksum %08x, expected %08x", got, sum)
+	}
+	if v := binary.LittleEndian.Uint16(body[len(metaMagic):]); v != metaVersion {
+		return Metadata{}, fmt.Errorf("unsupported metadata version %d", v)
+	}
+	d := decoder{b: body[len(metaMagic)+2:]}
+	var m Metadata
+	m.ID = barrier.CheckpointID(d.uvarint())
+	m.Timestamp = d.varint()
+	m.Kind = barrier.Kind(d.byte())
+	n := d.count()
+	m.Tasks = make(map[TaskKey]TaskSnapshot, n)
+	for range n {
+		k := TaskKey{Vertex: d.string()}
+		k.Subtask = int(d.uvarint())
+		nops := d.count()
+		ts := TaskSnapshot{Operators: make(map[string]OperatorSubtaskState, nops)}
+		for range nops {
+			op := d.string()
+			flags := d.byte()
+			var st OperatorSubtaskState
+			if flags&1 != 0 {
+				k := &KeyedStateHandle{StreamHandle: d.stream()}
+				k.KeyGroups = keygroup.Range{Start: int(d.uvarint()), End: int(d.uvarint())}
+				k.Offsets = d.offsets()
+				st.Keyed = k
+			}
+			if flags&2 != 0 {
+				o := &OperatorStateHandle{StreamHandle: d.stream()}
+				ns := d.count()
+				o.States = make(map[string]OperatorStateMeta, ns)
+				for range ns {
+					name := d.string()
+					o.States[name] = OperatorStateMeta{Distribution: Distribution(d.byte()), Offsets: d.offsets()}
+				}
+				st.Operator = o
+			}
+			if d.err != nil {
+				break
+			}
+			ts.Operators[op] = st
+		}
+		if d.err != nil {
+			break
+		}
+		m.Tasks[k] = ts
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return Metadata{}, d.err
+	}
+	return m, nil
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("truncated metadata")
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a length that must be plausible for the remaining bytes.
+func (d *decoder) count() int {
+	v := d.uvarint()
+	if v > uint64(len(d.b)) {
+		if d.err == nil {
+			d.err = errShort
+		}
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.err = cmpErr(d.err, errShort)
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func (d *decoder) string() string {
+	n := d.count()
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) stream() StreamHandle {
+	h := StreamHandle{Path: d.string(), Size: int64(d.uvarint())}
+	if d.err != nil || len(d.b) < 4 {
+		d.err = cmpErr(d.err, errShort)
+		return h
+	}
+	h.Checksum = binary.LittleEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return h
+}
+
+func (d *decoder) offsets() []int64 {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	offs := make([]int64, n)
+	for i := range offs {
+		offs[i] = int64(d.uvarint())
+	}
+	return offs
+}
+
+// Clone returns a deep copy of m.
+func (m Metadata) Clone() Metadata {
+	out := m
+	out.Tasks = make(map[TaskKey]TaskSnapshot, len(m.Tasks))
+	for k, ts := range m.Tasks {
+		nts := TaskSnapshot{Operators: make(map[string]OperatorSubtaskState, len(ts.Operators))}
+		for op, st := range ts.Operators {
+			var n OperatorSubtaskState
+			if st.Keyed != nil {
+				kh := *st.Keyed
+				kh.Offsets = slices.Clone(kh.Offsets)
+				n.Keyed = &kh
+			}
+			if st.Operator != nil {
+				oh := *st.Operator
+				oh.States = make(map[string]OperatorStateMeta, len(st.Operator.States))
+				for name, sm := range st.Operator.States {
+					sm.Offsets = slices.Clone(sm.Offsets)
+					oh.States[name] = sm
+				}
+				n.Operator = &oh
+			}
+			nts.Operators[op] = n
+		}
+		out.Tasks[k] = nts
+	}
+	return out
+}
+
+// rewriteHandles calls fn on every stream handle of m, in a deterministic
+// order, letting it modify the handle in place.
+func (m Metadata) rewriteHandles(fn func(*StreamHandle)) {
+	keys := make([]TaskKey, 0, len(m.Tasks))
+	for k := range m.Tasks {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Vertex != keys[j].Vertex {
+			return keys[i].Vertex < keys[j].Vertex
+		}
+		return keys[i].Subtask < keys[j].Subtask
+	})
+	for _, k := range keys {
+		ts := m.Tasks[k]
+		for _, op := range sortedKeys(ts.Operators) {
+			st := ts.Operators[op]
+			if st.Keyed != nil {
+				fn(&st.Keyed.StreamHandle)
+			}
+			if st.Operator != nil {
+				fn(&st.Operator.StreamHandle)
+			}
+		}
+	}
+}
+
+// StreamHandles lists every state file m refers to.
+func (m Metadata) StreamHandles() []StreamHandle {
+	var hs []StreamHandle
+	m.Clone().rewriteHandles(func(h *StreamHandle) { hs = append(hs, *h) })
+	return hs
+}

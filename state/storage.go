@@ -1,0 +1,514 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/barrier"
+)
+
+// Storage is checkpoint storage: where state files and checkpoint metadata
+// live. Implementations are safe for concurrent use.
+type Storage interface {
+	StateWriterFactory
+	StateReader
+
+	// WriteMetadata writes m durably; it makes checkpoint m.ID complete.
+	WriteMetadata(m Metadata) error
+	// ReadMetadata reads and verifies the metadata of checkpoint id
+	// (ErrNotFound if it has none; *CorruptError if it does not verify).
+	ReadMetadata(id barrier.CheckpointID) (Metadata, error)
+	// Discard removes checkpoint id and all its files; missing is no error.
+	Discard(id barrier.CheckpointID) error
+	// ExportSavepoint copies m's state files and metadata into a fresh,
+	// self-contained directory under dir and returns its path. Retention
+	// never touches it.
+	ExportSavepoint(m Metadata, dir string) (string, error)
+	// Latest returns the newest completed checkpoint whose metadata and
+	// state files all verify (ErrNotFound if there is none).
+	Latest() (Metadata, error)
+	// OpenSavepoint opens a savepoint written by ExportSavepoint; the
+	// returned Storage reads its state files.
+	OpenSavepoint(path string) (Metadata, Storage, error)
+}
+
+// ErrNotFound is returned when a checkpoint or savepoint does not exist.
+var ErrNotFound = errors.New("state: checkpoint not found")
+
+// CorruptError reports a state or metadata file that failed verification
+// (checksum, size, or format).
+type CorruptError struct {
+	Path   string
+	Reason string
+	Err    error // underlying cause, if any
+}
+
+func (e *CorruptError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("state: corrupt file %s: %s: %v", e.Path, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("state: corrupt file %s: %s", e.Path, e.Reason)
+}
+
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// MetadataFile is the name of the metadata file of a checkpoint directory.
+const MetadataFile = "_metadata"
+
+// FileStorageConfig configures a FileStorage.
+type FileStorageConfig struct {
+	// Dir is the storage root (required). Checkpoint N lives in Dir/chk-N/.
+	Dir string
+	// FS is the file system; nil means OSFS.
+	FS FS
+	// Logger receives errors about skipped checkpoints; nil means no logging.
+	Logger *zap.Logger
+}
+
+// Validate checks the configuration.
+func (c FileStorageConfig) Validate() error {
+	if c.Dir == "" {
+		return errors.New("state: FileStorageConfig.Dir is required")
+	}
+	return nil
+}
+
+// FileStorage is checkpoint storage on a file system:
+//
+//	<Dir>/chk-<id>/<name>       one file per task state (name unique per task/operator/kind)
+//	<Dir>/chk-<id>/_metadata    written last: its presence makes the checkpoint complete
+//
+// Every file is written to a temporary name, fsynced, renamed into place and
+// its directory fsynced. Handles hold paths relative to Dir, and every state
+// file's CRC32C is checked on read.
+type FileStorage struct {
+	dir string
+	fs  FS
+	log *zap.Logger
+}
+
+var _ Storage = (*FileStorage)(nil)
+
+// NewFileStorage returns a FileStorage; it creates Dir if needed.
+func NewFileStorage(cfg FileStorageConfig) (*FileStorage, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &FileStorage{dir: cfg.Dir, fs: cfg.FS, log: cfg.Logger}
+	if s.fs == nil {
+		s.fs = OSFS{}
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if err := s.fs.MkdirAll(s.dir); err != nil {
+		return nil, fmt.Errorf("state: create checkpoint storage %s: %w", s.dir, err)
+	}
+	return s, nil
+}
+
+// NewMemoryStorage returns a FileStorage on a fresh MemFS (for tests).
+func NewMemoryStorage() *FileStorage {
+	s, err := NewFileStorage(FileStorageConfig{Dir: "/checkpoints", FS: NewMemFS()})
+	if err != nil {
+		panic(err) // MemFS cannot fail to create a directory
+	}
+	return s
+}
+
+// Dir returns the storage root.
+func (s *FileStorage) Dir() string { return s.dir }
+
+// FS returns the storage's file system.
+func (s *FileStorage) FS() FS { return s.fs }
+
+func chkDir(id barrier.CheckpointID) string { return "chk-" + strconv.FormatUint(uint64(id), 10) }
+
+func (s *FileStorage) abs(rel string) string { return filepath.Join(s.dir, filepath.FromSlash(rel)) }
+
+func validName(name string) error {
+	if name == "" || name == MetadataFile || strings.HasPrefix(name, ".") ||
+		strings.ContainsAny(name, `/\`) || len(name) > 200 {
+		return fmt.Errorf("state: invalid state file name %q", name)
+	}
+	return nil
+}
+
+// CreateStateWriter creates state file name of checkpoint id.
+func (s *FileStorage) CreateStateWriter(id barrier.CheckpointID, name string) (StateWriter, error) {
+	if id == 0 {
+		return nil, errors.New("state: checkpoint id 0")
+	}
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	rel := path.Join(chkDir(id), name)
+	return s.createAtomic(rel)
+}
+
+// createAtomic starts writing rel (relative to the root) through a
+// temporary file in the same directory.
+func (s *FileStorage) createAtomic(rel string) (*fileWriter, error) {
+	dir := path.Dir(rel)
+	if err := s.fs.MkdirAll(s.abs(dir)); err != nil {
+		return nil, fmt.Errorf("state: create %s: %w", dir, err)
+	}
+	if err := s.fs.SyncDir(s.abs(path.Dir(dir))); err != nil {
+		return nil, fmt.Errorf("state: sync %s: %w", path.Dir(dir), err)
+	}
+	tmp := path.Join(dir, "."+path.Base(rel)+".tmp-"+uuid.NewString())
+	f, err := s.fs.Create(s.abs(tmp))
+	if err != nil {
+		return nil, fmt.Errorf("state: create %s: %w", rel, err)
+	}
+	return &fileWriter{s: s, f: f, tmp: tmp, rel: rel}, nil
+}
+
+type fileWriter struct {
+	s    *FileStorage
+	f    File
+	tmp  string
+	rel  string
+	crc  uint32
+	n    int64
+	err  error
+	done bool
+}
+
+func (w *fileWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.done {
+		return 0, errors.New("state: write after close")
+	}
+	n, err := w.f.Write(p)
+	w.crc = crc32.Update(w.crc, castagnoli, p[:n])
+	w.n += int64(n)
+	if err != nil {
+		w.err = fmt.Errorf("state: write %s: %w", w.rel, err)
+	}
+	return n, w.err
+}
+
+func (w *fileWriter) Close() (StreamHandle, error) {
+	if w.done {
+		return StreamHandle{}, errors.New("state: writer already closed")
+	}
+	w.done = true
+	err := w.err
+	if err == nil {
+		if err = w.f.Sync(); err != nil {
+			err = fmt.Errorf("state: sync %s: %w", w.rel, err)
+		}
+	}
+	if cerr := w.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("state: close %s: %w", w.rel, cerr)
+	}
+	if err == nil {
+		if err = w.s.fs.Rename(w.s.abs(w.tmp), w.s.abs(w.rel)); err != nil {
+			err = fmt.Errorf("state: rename %s: %w", w.rel, err)
+		}
+	}
+	if err == nil {
+		if err = w.s.fs.SyncDir(w.s.abs(path.Dir(w.rel))); err != nil {
+			err = fmt.Errorf("state: sync dir of %s: %w", w.rel, err)
+		}
+	}
+	if err != nil {
+		w.err = err
+		_ = w.s.fs.Remove(w.s.abs(w.tmp))
+		return StreamHandle{}, err
+	}
+	return StreamHandle{Path: w.rel, Size: w.n, Checksum: w.crc}, nil
+}
+
+func (w *fileWriter) Abort() error {
+	if !w.done {
+		w.done = true
+		_ = w.f.Close()
+	}
+	if err := w.s.fs.Remove(w.s.abs(w.tmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func validRel(rel string) error {
+	if rel == "" || path.IsAbs(rel) || path.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("state: invalid state path %q", rel)
+	}
+	return nil
+}
+
+// OpenState opens a state file and verifies its size and CRC32C before
+// returning it (a mismatch is a *CorruptError).
+func (s *FileStorage) OpenState(h StreamHandle) (StateFile, error) {
+	if err := validRel(h.Path); err != nil {
+		return nil, err
+	}
+	f, err := s.fs.Open(s.abs(h.Path))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &CorruptError{Path: h.Path, Reason: "missing", Err: err}
+		}
+		return nil, fmt.Errorf("state: open %s: %w", h.Path, err)
+	}
+	size, err := f.Size()
+	if err == nil && size != h.Size {
+		err = &CorruptError{Path: h.Path, Reason: fmt.Sprintf("size %d, expected %d (truncated?)", size, h.Size)}
+	}
+	if err == nil {
+		crc := crc32.New(castagnoli)
+		if _, err = io.Copy(crc, io.NewSectionReader(f, 0, size)); err != nil {
+			err = fmt.Errorf("state: read %s: %w", h.Path, err)
+		} else if got := crc.Sum32(); got != h.Checksum {
+			err = &CorruptError{Path: h.Path, Reason: fmt.Sprintf("checksum %08x, expected %08x", got, h.Checksum)}
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &stateFile{File: f, size: size}, nil
+}
+
+type stateFile struct {
+	File
+	size int64
+}
+
+func (f *stateFile) Size() int64 { return f.size }
+
+// VerifyState checks that the file of h exists and matches its size and CRC.
+func (s *FileStorage) VerifyState(h StreamHandle) error {
+	f, err := s.OpenState(h)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// WriteMetadata writes chk-<id>/_metadata durably (temp file, fsync,
+// rename, fsync of the directory), completing checkpoint m.ID.
+func (s *FileStorage) WriteMetadata(m Metadata) error {
+	if m.ID == 0 {
+		return errors.New("state: metadata with checkpoint id 0")
+	}
+	return s.writeFile(path.Join(chkDir(m.ID), MetadataFile), EncodeMetadata(m))
+}
+
+func (s *FileStorage) writeFile(rel string, data []byte) error {
+	w, err := s.createAtomic(rel)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		_ = w.Abort()
+		return err
+	}
+	_, err = w.Close()
+	return err
+}
+
+// ReadMetadata reads and verifies chk-<id>/_metadata.
+func (s *FileStorage) ReadMetadata(id barrier.CheckpointID) (Metadata, error) {
+	return s.readMetadata(path.Join(chkDir(id), MetadataFile))
+}
+
+func (s *FileStorage) readMetadata(rel string) (Metadata, error) {
+	f, err := s.fs.Open(s.abs(rel))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Metadata{}, fmt.Errorf("%w: %s", ErrNotFound, rel)
+		}
+		return Metadata{}, fmt.Errorf("state: open %s: %w", rel, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return Metadata{}, fmt.Errorf("state: read %s: %w", rel, err)
+	}
+	m, err := DecodeMetadata(b)
+	if err != nil {
+		return Metadata{}, &CorruptError{Path: rel, Reason: "metadata", Err: err}
+	}
+	return m, nil
+}
+
+// Discard removes chk-<id> and everything in it. A missing checkpoint is no
+// error.
+func (s *FileStorage) Discard(id barrier.CheckpointID) error {
+	if err := s.fs.RemoveAll(s.abs(chkDir(id))); err != nil {
+		return fmt.Errorf("state: discard checkpoint %d: %w", id, err)
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("state: discard checkpoint %d: sync: %w", id, err)
+	}
+	return nil
+}
+
+// Checkpoints lists the ids of the checkpoint directories, newest first
+// (complete or not).
+func (s *FileStorage) Checkpoints() ([]barrier.CheckpointID, error) {
+	names, err := s.fs.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("state: list %s: %w", s.dir, err)
+	}
+	var ids []barrier.CheckpointID
+	for _, n := range names {
+		if v, ok := strings.CutPrefix(n, "chk-"); ok {
+			if id, err := strconv.ParseUint(v, 10, 64); err == nil && id > 0 {
+				ids = append(ids, barrier.CheckpointID(id))
+			}
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] })
+	return ids, nil
+}
+
+// Latest returns the newest completed checkpoint whose metadata and state
+// files all verify. Each completed checkpoint that fails verification is
+// logged and skipped; checkpoints without metadata (in progress or
+// abandoned) are skipped silently. It returns ErrNotFound if none is usable.
+func (s *FileStorage) Latest() (Metadata, error) {
+	ids, err := s.Checkpoints()
+	if err != nil {
+		return Metadata{}, err
+	}
+	for _, id := range ids {
+		m, err := s.ReadMetadata(id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err == nil {
+			err = s.verifyAll(m)
+		}
+		if err != nil {
+			s.log.Error("skipping corrupt checkpoint; falling back to an older one",
+				zap.Uint64("checkpoint", uint64(id)), zap.String("dir", s.dir), zap.Error(err))
+			continue
+		}
+		return m, nil
+	}
+	return Metadata{}, fmt.Errorf("%w: no valid completed checkpoint in %s", ErrNotFound, s.dir)
+}
+
+func (s *FileStorage) verifyAll(m Metadata) error {
+	for _, h := range m.StreamHandles() {
+		if err := s.VerifyState(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ExportSavepoint copies m's state files and metadata into a new directory
+// dir/savepoint-<id>-<random>, verifying each file on the way. The directory
+// is assembled under a temporary name and renamed into place, so it either
+// exists complete or not at all. Handle paths in its metadata are relative
+// to the savepoint directory, which makes it relocatable.
+func (s *FileStorage) ExportSavepoint(m Metadata, dir string) (string, error) {
+	name := fmt.Sprintf("savepoint-%d-%s", m.ID, uuid.NewString()[:8])
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	final := filepath.Join(dir, name)
+	if err := s.fs.MkdirAll(tmp); err != nil {
+		return "", fmt.Errorf("state: export savepoint: %w", err)
+	}
+	sp := &FileStorage{dir: tmp, fs: s.fs, log: s.log}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = s.fs.RemoveAll(tmp)
+		}
+	}()
+	used := map[string]bool{MetadataFile: true}
+	out := m.Clone()
+	var err error
+	out.rewriteHandles(func(h *StreamHandle) {
+		if err != nil {
+			return
+		}
+		base := path.Base(h.Path)
+		for i := 1; used[base]; i++ {
+			base = fmt.Sprintf("%d-%s", i, path.Base(h.Path))
+		}
+		used[base] = true
+		err = s.copyState(sp, *h, base)
+		h.Path = base
+	})
+	if err != nil {
+		return "", fmt.Errorf("state: export savepoint %d: %w", m.ID, err)
+	}
+	if err := sp.writeFile(MetadataFile, EncodeMetadata(out)); err != nil {
+		return "", fmt.Errorf("state: export savepoint %d: %w", m.ID, err)
+	}
+	if err := s.fs.Rename(tmp, final); err != nil {
+		return "", fmt.Errorf("state: export savepoint %d: %w", m.ID, err)
+	}
+	if err := s.fs.SyncDir(dir); err != nil {
+		return "", fmt.Errorf("state: export savepoint %d: %w", m.ID, err)
+	}
+	ok = true
+	return final, nil
+}
+
+func (s *FileStorage) copyState(dst *FileStorage, h StreamHandle, name string) error {
+	f, err := s.OpenState(h)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w, err := dst.createAtomic(name)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, io.NewSectionReader(f, 0, f.Size())); err != nil {
+		_ = w.Abort()
+		return err
+	}
+	nh, err := w.Close()
+	if err != nil {
+		return err
+	}
+	if nh.Checksum != h.Checksum || nh.Size != h.Size {
+		return &CorruptError{Path: h.Path, Reason: "changed while copying"}
+	}
+	return nil
+}
+
+// OpenSavepoint opens the savepoint directory p (on this storage's file
+// system) and returns its metadata and a FileStorage rooted at it, whose
+// OpenState reads the savepoint's state files. All files are verified.
+func (s *FileStorage) OpenSavepoint(p string) (Metadata, Storage, error) {
+	sp := &FileStorage{dir: p, fs: s.fs, log: s.log}
+	m, err := sp.readMetadata(MetadataFile)
+	if err != nil {
+		return Metadata{}, nil, err
+	}
+	if err := sp.verifyAll(m); err != nil {
+		return Metadata{}, nil, err
+	}
+	return m, sp, nil
+}
+
+// OpenSavepoint opens a savepoint directory on the operating system's file
+// system (see FileStorage.OpenSavepoint).
+func OpenSavepoint(p string, logger *zap.Logger) (Metadata, Storage, error) {
+	s := &FileStorage{dir: p, fs: OSFS{}, log: logger}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	return s.OpenSavepoint(p)
+}
