@@ -1,9 +1,3 @@
-// Package codec defines how typed values become bytes when they cross a
-// task boundary or enter keyed state.
-//
-// A Codec appends a value's encoding to a byte slice and decodes it back.
-// Codecs are used on the per-record hot path: an implementation must not use
-// reflection, and Append must not allocate when dst has room.
 package codec
 
 // Codec encodes and decodes values of type T.

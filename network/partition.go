@@ -427,3 +427,11 @@ func (s *Subpartition) Release() {
 		b.Release()
 	}
 }
+
+// ReleaseProducer is called by a producer that finished normally: it
+// returns the producer's unused buffers and closes the pool, while buffers
+// still queued stay readable and return to the global pool once consumed.
+func (p *ResultPartition) ReleaseProducer() {
+	p.releaseBuilders()
+	p.pool.Close()
+}

@@ -1,0 +1,147 @@
+package barrier
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxTrackedCheckpoints is the number of pending checkpoints a Tracker
+// follows at once. When a barrier for a new checkpoint would make it follow
+// more, it silently forgets the oldest one (Flink's MAX_CHECKPOINTS_TO_TRACK).
+const MaxTrackedCheckpoints = 50
+
+// Controller carries out a handler's decisions. The task that owns the
+// handler implements it. A handler calls it synchronously, from within the
+// Process* method that caused the decision, in the order the decisions are
+// made; a Controller must not call back into the handler.
+type Controller interface {
+	// BlockChannel stops the consumption of ch: the task must not hand the
+	// handler (or the operator) anything more from ch until
+	// ResumeAllChannels. The item that caused the block has been fully
+	// consumed.
+	BlockChannel(ch ChannelIndex)
+	// ResumeAllChannels resumes every blocked channel. It is only called
+	// while at least one channel is blocked. The task resumes consumption
+	// once the current Process* call has returned.
+	ResumeAllChannels()
+	// TriggerCheckpoint tells the task that every input delivered barrier
+	// b (or ended): it must snapshot its state now, before it processes
+	// any further input, and then forward b downstream.
+	TriggerCheckpoint(b Barrier)
+	// AbortCheckpoint tells the task to give up checkpoint id: it declines
+	// id to the coordinator and forwards a CancelMarker for id downstream.
+	AbortCheckpoint(id CheckpointID, reason AbortReason)
+}
+
+// Handler is a barrier handler: the state machine between a task's input
+// gate and its operator that decides, from the barriers, cancel markers and
+// ends of partition arriving on the input channels, when the task blocks
+// or resumes channels, takes a snapshot, or gives a checkpoint up. See the
+// package documentation.
+//
+// A Handler is not safe for concurrent use; the task's goroutine owns it.
+// Every method panics if ch is not in 0..numChannels-1, or if the channel
+// already ended.
+type Handler interface {
+	// ProcessBarrier handles barrier b, just taken from channel ch.
+	ProcessBarrier(ch ChannelIndex, b Barrier)
+	// ProcessCancel handles a cancel marker for checkpoint id, just taken
+	// from channel ch.
+	ProcessCancel(ch ChannelIndex, id CheckpointID)
+	// ProcessEndOfPartition handles the end of channel ch: nothing more
+	// will arrive on it, and it no longer counts towards any checkpoint.
+	ProcessEndOfPartition(ch ChannelIndex)
+	// Abort is called by the task when the coordinator aborted checkpoint
+	// id, or the task itself declined it. Any alignment or tracking for
+	// id, or an older checkpoint, is dropped and blocked channels are
+	// resumed; barriers for id or older that arrive later are ignored.
+	// The handler does not call AbortCheckpoint for it: the task already
+	// knows.
+	Abort(id CheckpointID)
+	// LatestCheckpoint returns the newest checkpoint id the handler has
+	// seen (from a barrier, a cancel marker or Abort); zero if none.
+	LatestCheckpoint() CheckpointID
+	// Aligning reports whether an alignment is in progress, that is,
+	// whether some channel is held back waiting for the others. Always
+	// false for a Tracker.
+	Aligning() bool
+}
+
+// AbortReason says why a handler gave a checkpoint up.
+type AbortReason uint8
+
+const (
+	// AbortSubsumed: a barrier or cancel marker for a newer checkpoint
+	// arrived before this one was complete, so this one can no longer
+	// complete consistently.
+	AbortSubsumed AbortReason = iota + 1
+	// AbortCancelMarker: a cancel marker for this checkpoint arrived; an
+	// upstream task gave it up.
+	AbortCancelMarker
+)
+
+func (r AbortReason) String() string {
+	switch r {
+	case AbortSubsumed:
+		return "subsumed by a newer checkpoint"
+	case AbortCancelMarker:
+		return "cancel marker received"
+	}
+	return fmt.Sprintf("AbortReason(%d)", uint8(r))
+}
+
+// New returns the barrier handler for mode over numChannels input
+// channels: an *Aligner for ExactlyOnce, a *Tracker for AtLeastOnce. It
+// returns an error if numChannels < 1, c is nil, or mode is unknown.
+func New(mode Mode, numChannels int, c Controller) (Handler, error) {
+	if numChannels < 1 {
+		return nil, fmt.Errorf("barrier: %d input channels, need at least 1", numChannels)
+	}
+	if c == nil {
+		return nil, errors.New("barrier: nil Controller")
+	}
+	switch mode {
+	case ExactlyOnce:
+		return NewAligned(numChannels, c), nil
+	case AtLeastOnce:
+		return NewTracker(numChannels, c), nil
+	}
+	return nil, fmt.Errorf("barrier: unknown mode %v", mode)
+}
+
+// mustValidate panics on arguments that only a programming error produces;
+// New turns the same conditions into errors.
+func mustValidate(kind string, numChannels int, c Controller) {
+	if numChannels < 1 {
+		panic(fmt.Sprintf("barrier: New%s with %d input channels, need at least 1", kind, numChannels))
+	}
+	if c == nil {
+		panic(fmt.Sprintf("barrier: New%s with nil Controller", kind))
+	}
+}
+
+// channels is the open/closed bookkeeping both handlers share.
+type channels struct {
+	closed []bool
+	open   int
+}
+
+func newChannels(n int) channels {
+	return channels{closed: make([]bool, n), open: n}
+}
+
+// check panics unless ch names a channel that has not ended.
+func (c *channels) check(op string, ch ChannelIndex) {
+	if ch < 0 || int(ch) >= len(c.closed) {
+		panic(fmt.Sprintf("barrier: %s on channel %d, out of range [0,%d)", op, ch, len(c.closed)))
+	}
+	if c.closed[ch] {
+		panic(fmt.Sprintf("barrier: %s on channel %d after its end of partition", op, ch))
+	}
+}
+
+func (c *channels) close(ch ChannelIndex) {
+	c.check("end of partition", ch)
+	c.closed[ch] = true
+	c.open--
+}

@@ -1,0 +1,178 @@
+package barrier
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestScenarios runs every testdata/*.txt file through the real handlers,
+// in the format and with the gate model of BARRIER_SCENARIOS.md.
+func TestScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		if filepath.Ext(path) != ".txt" {
+			t.Skipf("%s is not a scenario file", path)
+		}
+		var g *gate
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd == "new" {
+				mode := map[string]Mode{
+					"aligned": ExactlyOnce, "exactly-once": ExactlyOnce,
+					"tracker": AtLeastOnce, "at-least-once": AtLeastOnce,
+				}
+				name := stringArg(t, d, "mode")
+				m, ok := mode[name]
+				if !ok {
+					d.Fatalf(t, "unknown mode %q (want aligned or tracker)", name)
+				}
+				n := intArg(t, d, "channels")
+				var err error
+				if g, err = newGate(m, n); err != nil {
+					d.Fatalf(t, "%v", err)
+				}
+				return "ok\n"
+			}
+			if g == nil {
+				d.Fatalf(t, "%s before new", d.Cmd)
+			}
+			ch := intArg(t, d, "ch")
+			if ch < 0 || ch >= len(g.queues) {
+				d.Fatalf(t, "ch=%d outside 0..%d", ch, len(g.queues)-1)
+			}
+			it := item{ch: ChannelIndex(ch)}
+			switch d.Cmd {
+			case "data":
+				it.kind = itemData
+			case "barrier":
+				it.kind, it.id = itemBarrier, CheckpointID(intArg(t, d, "id"))
+			case "cancel":
+				it.kind, it.id = itemCancel, CheckpointID(intArg(t, d, "id"))
+			case "end":
+				it.kind = itemEnd
+			default:
+				d.Fatalf(t, "unknown command %q", d.Cmd)
+			}
+			return g.arrive(it)
+		})
+	})
+}
+
+func stringArg(t *testing.T, d *datadriven.TestData, key string) string {
+	t.Helper()
+	arg, ok := d.Arg(key)
+	if !ok {
+		d.Fatalf(t, "missing argument %s=", key)
+	}
+	return arg.SingleVal(t)
+}
+
+func intArg(t *testing.T, d *datadriven.TestData, key string) int {
+	t.Helper()
+	s := stringArg(t, d, key)
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		d.Fatalf(t, "%s=%s: want a non-negative integer", key, s)
+	}
+	return n
+}
+
+type itemKind uint8
+
+const (
+	itemData itemKind = iota
+	itemBarrier
+	itemCancel
+	itemEnd
+)
+
+// item is one buffer or event arriving on an input channel.
+type item struct {
+	kind itemKind
+	ch   ChannelIndex
+	id   CheckpointID
+	seq  int // arrival order
+}
+
+// gate is the test harness's input gate: per-channel FIFOs in front of a
+// real handler, honouring its blocks and resumptions, and recording what
+// reached the operator and what the handler decided. It is the Controller.
+type gate struct {
+	h       Handler
+	queues  [][]item // waiting items per channel, oldest first
+	blocked []bool
+	seq     int
+	out     []string
+}
+
+func newGate(m Mode, n int) (*gate, error) {
+	g := &gate{queues: make([][]item, n), blocked: make([]bool, n)}
+	h, err := New(m, n, g)
+	if err != nil {
+		return nil, err
+	}
+	g.h = h
+	return g, nil
+}
+
+func (g *gate) BlockChannel(ch ChannelIndex) { g.blocked[ch] = true }
+func (g *gate) ResumeAllChannels()           { clear(g.blocked) }
+func (g *gate) TriggerCheckpoint(b Barrier) {
+	g.out = append(g.out, fmt.Sprintf("trigger id=%d", b.ID))
+}
+func (g *gate) AbortCheckpoint(id CheckpointID, _ AbortReason) {
+	g.out = append(g.out, fmt.Sprintf("abort id=%d", id))
+}
+
+// arrive handles one command's item and returns the command's output.
+func (g *gate) arrive(it item) string {
+	g.seq++
+	it.seq = g.seq
+	if g.blocked[it.ch] || len(g.queues[it.ch]) > 0 {
+		g.queues[it.ch] = append(g.queues[it.ch], it)
+	} else {
+		g.handle(it)
+	}
+	return g.drain()
+}
+
+// drain lets the resumptions take effect: it hands over waiting items,
+// earliest arrived first across the unblocked channels, until none is
+// left. It returns (and forgets) the output since the last drain.
+func (g *gate) drain() string {
+	defer func() { g.out = g.out[:0] }()
+	for {
+		next := -1
+		for ch, q := range g.queues {
+			if !g.blocked[ch] && len(q) > 0 && (next < 0 || q[0].seq < g.queues[next][0].seq) {
+				next = ch
+			}
+		}
+		if next < 0 {
+			break
+		}
+		it := g.queues[next][0]
+		g.queues[next] = g.queues[next][1:]
+		g.handle(it)
+	}
+	if len(g.out) == 0 {
+		return "ok\n"
+	}
+	return strings.Join(g.out, "\n") + "\n"
+}
+
+func (g *gate) handle(it item) {
+	switch it.kind {
+	case itemData:
+		g.out = append(g.out, fmt.Sprintf("deliver ch=%d", it.ch))
+	case itemBarrier:
+		g.h.ProcessBarrier(it.ch, Barrier{ID: it.id})
+	case itemCancel:
+		g.h.ProcessCancel(it.ch, it.id)
+	case itemEnd:
+		g.h.ProcessEndOfPartition(it.ch)
+	}
+}

@@ -1,0 +1,606 @@
+package coordinator
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/state"
+)
+
+// This file is the coordinator's pure core: a single-goroutine state machine
+// with no goroutines, clocks, randomness or I/O. Time enters as the now
+// argument of every input; everything the caller must do comes out as
+// effects (take them with ready), to be carried out in order. Results of
+// I/O come back in as inputs (persisted, triggerFailed).
+
+// requestID names one manual checkpoint or savepoint request; 0 is a
+// periodic trigger.
+type requestID uint64
+
+type request struct {
+	id   requestID
+	kind barrier.Kind
+	dir  string // savepoint target directory
+}
+
+// attempt is one deployed execution attempt of the job.
+type attempt struct {
+	sources []state.TaskKey
+	all     []state.TaskKey
+	tasks   map[state.TaskKey]struct{}
+	gw      TaskGateway // carried in effects, never called by the core
+}
+
+func newAttempt(sources, all []state.TaskKey, gw TaskGateway) (*attempt, error) {
+	if len(all) == 0 {
+		return nil, fmt.Errorf("coordinator: attach: no tasks")
+	}
+	if len(sources) == 0 {
+		return nil, fmt.Errorf("coordinator: attach: no source tasks")
+	}
+	if gw == nil {
+		return nil, fmt.Errorf("coordinator: attach: nil gateway")
+	}
+	a := &attempt{
+		sources: slices.Clone(sources),
+		all:     slices.Clone(all),
+		tasks:   make(map[state.TaskKey]struct{}, len(all)),
+		gw:      gw,
+	}
+	for _, t := range all {
+		if _, dup := a.tasks[t]; dup {
+			return nil, fmt.Errorf("coordinator: attach: task %v listed twice", t)
+		}
+		a.tasks[t] = struct{}{}
+	}
+	seen := make(map[state.TaskKey]struct{}, len(sources))
+	for _, s := range sources {
+		if _, ok := a.tasks[s]; !ok {
+			return nil, fmt.Errorf("coordinator: attach: source %v is not among the tasks", s)
+		}
+		if _, dup := seen[s]; dup {
+			return nil, fmt.Errorf("coordinator: attach: source %v listed twice", s)
+		}
+		seen[s] = struct{}{}
+	}
+	return a, nil
+}
+
+// pending is a checkpoint in progress: triggered, collecting one ack per
+// task of its attempt, then (finalizing) waiting for its metadata write.
+type pending struct {
+	id         barrier.CheckpointID
+	kind       barrier.Kind
+	req        request
+	timestamp  int64 // unix ms of the trigger
+	deadline   time.Time
+	att        *attempt
+	acks       map[state.TaskKey]state.TaskSnapshot
+	finalizing bool
+	stats      *CheckpointStats
+}
+
+func (p *pending) metadata() state.Metadata {
+	return state.Metadata{ID: p.id, Timestamp: p.timestamp, Kind: p.kind, Tasks: maps.Clone(p.acks)}
+}
+
+// Effects: what the caller of the core must do, in order.
+type effect interface{ isEffect() }
+
+type (
+	// triggerTask: call gw.TriggerCheckpoint(task, barrier); on error feed
+	// triggerFailed.
+	triggerTask struct {
+		gw      TaskGateway
+		task    state.TaskKey
+		barrier barrier.Barrier
+	}
+	notifyComplete struct {
+		gw   TaskGateway
+		task state.TaskKey
+		id   barrier.CheckpointID
+	}
+	notifyAborted struct {
+		gw   TaskGateway
+		task state.TaskKey
+		id   barrier.CheckpointID
+	}
+	// persist: write meta durably (a checkpoint: Storage.WriteMetadata; a
+	// savepoint: Storage.ExportSavepoint into dir), then feed persisted.
+	persist struct {
+		meta state.Metadata
+		dir  string
+	}
+	// discard: Storage.Discard(id).
+	discard struct{ id barrier.CheckpointID }
+	// resolve: hand the result to the waiter of request req.
+	resolve struct {
+		req  requestID
+		meta state.Metadata
+		path string
+		err  error
+	}
+	// failJob: report a job failure.
+	failJob struct{ err error }
+)
+
+func (triggerTask) isEffect()    {}
+func (notifyComplete) isEffect() {}
+func (notifyAborted) isEffect()  {}
+func (persist) isEffect()        {}
+func (discard) isEffect()        {}
+func (resolve) isEffect()        {}
+func (failJob) isEffect()        {}
+
+// ackOutcome says what became of an acknowledgement.
+type ackOutcome uint8
+
+const (
+	ackAccepted    ackOutcome = iota // recorded; more acks to come
+	ackLast                          // recorded; all in, metadata write requested
+	ackDuplicate                     // the task already acknowledged
+	ackUnknownTask                   // not a task of the checkpoint's attempt
+	ackLate                          // checkpoint no longer pending: state discarded
+	ackUnknownID                     // never triggered, or completed: ignored
+)
+
+func (o ackOutcome) String() string {
+	return [...]string{"accepted", "last", "duplicate", "unknown-task", "late", "unknown-id"}[o]
+}
+
+// core is the pure checkpoint coordinator. Not safe for concurrent use.
+type core struct {
+	cfg    Config // validated, with defaults
+	nextID barrier.CheckpointID
+	att    *attempt // nil while detached
+	closed bool
+
+	pending map[barrier.CheckpointID]*pending
+	queue   []request // manual checkpoint requests waiting for a free slot
+
+	periodicDue      time.Time // next periodic trigger; zero: none scheduled
+	periodicDeferred bool      // a periodic trigger waits for a free slot
+	lastCompletion   time.Time // of the newest completed checkpoint
+	completedOnce    bool
+
+	store    []state.Metadata // completed checkpoints, oldest first
+	restored *state.Metadata  // restore point not (yet) in store: a savepoint
+
+	consecutive   int
+	counted       map[barrier.CheckpointID]struct{}
+	lastSucceeded barrier.CheckpointID
+
+	stats statsTracker
+	out   []effect
+}
+
+func newCore(cfg Config) *core {
+	cfg = cfg.withDefaults()
+	return &core{
+		cfg:     cfg,
+		nextID:  1,
+		pending: make(map[barrier.CheckpointID]*pending),
+		counted: make(map[barrier.CheckpointID]struct{}),
+		stats:   statsTracker{size: cfg.HistorySize},
+	}
+}
+
+// ready returns the effects produced so far and forgets them.
+func (c *core) ready() []effect {
+	out := c.out
+	c.out = nil
+	return out
+}
+
+func (c *core) emit(e effect) { c.out = append(c.out, e) }
+
+// attach starts checkpointing for a newly deployed attempt. The first
+// periodic trigger is due initialDelay after now.
+func (c *core) attach(a *attempt, now time.Time, initialDelay time.Duration) error {
+	switch {
+	case c.closed:
+		return ErrClosed
+	case c.att != nil:
+		return ErrAttached
+	}
+	c.att = a
+	if c.cfg.Interval > 0 {
+		c.periodicDue = now.Add(initialDelay)
+	}
+	return nil
+}
+
+// detach aborts every pending checkpoint and queued request, and pauses
+// the periodic scheduler, because the attempt failed or ended.
+func (c *core) detach(reason error, now time.Time) bool {
+	if c.att == nil {
+		return false
+	}
+	c.abortAll(ErrDetached, reason, now)
+	c.att = nil
+	return true
+}
+
+func (c *core) abortAll(why, cause error, now time.Time) {
+	for _, p := range c.sortedPending() {
+		c.abort(p, &CheckpointError{ID: p.id, Kind: p.kind, Reason: why, Err: cause}, now)
+	}
+	for _, r := range c.queue {
+		c.emit(resolve{req: r.id, err: &CheckpointError{Kind: r.kind, Reason: why, Err: cause}})
+	}
+	c.queue = nil
+	c.periodicDue = time.Time{}
+	c.periodicDeferred = false
+}
+
+// JobStatus is how a job ended, for Shutdown's retention decision.
+type JobStatus uint8
+
+const (
+	// JobFinished: completed checkpoints are deleted.
+	JobFinished JobStatus = iota
+	// JobCanceled: deleted unless Config.RetainOnCancel.
+	JobCanceled
+	// JobFailed: the job failed terminally; checkpoints are kept.
+	JobFailed
+	// JobSuspended: the coordinator stops but the job lives on elsewhere
+	// (what Close does); checkpoints are kept.
+	JobSuspended
+)
+
+func (s JobStatus) String() string {
+	switch s {
+	case JobFinished:
+		return "finished"
+	case JobCanceled:
+		return "canceled"
+	case JobFailed:
+		return "failed"
+	case JobSuspended:
+		return "suspended"
+	}
+	return fmt.Sprintf("JobStatus(%d)", uint8(s))
+}
+
+// shutdown aborts everything and applies the retention policy for status.
+// It reports false if the core was already shut down.
+func (c *core) shutdown(status JobStatus, now time.Time) bool {
+	if c.closed {
+		return false
+	}
+	c.abortAll(ErrClosed, nil, now)
+	c.att = nil
+	c.closed = true
+	if status == JobFinished || (status == JobCanceled && !c.cfg.RetainOnCancel) {
+		for _, m := range c.store {
+			c.emit(discard{m.ID})
+		}
+		c.store = nil
+	}
+	return true
+}
+
+// restore seeds the store and the next ID from the checkpoint or savepoint
+// the job starts from. It becomes the latest completed restore point;
+// newer entries of the store leave it (they are not discarded).
+func (c *core) restore(m state.Metadata) error {
+	switch {
+	case c.closed:
+		return ErrClosed
+	case c.att != nil:
+		return ErrAttached
+	case m.ID == 0:
+		return fmt.Errorf("coordinator: restore: checkpoint ID 0")
+	}
+	c.nextID = max(c.nextID, m.ID+1)
+	c.store = slices.DeleteFunc(c.store, func(s state.Metadata) bool { return s.ID >= m.ID })
+	if m.Kind == barrier.Savepoint {
+		c.restored = &m
+		return nil
+	}
+	c.restored = nil
+	c.store = append(c.store, m)
+	c.retain()
+	return nil
+}
+
+// latest returns the newest restore point.
+func (c *core) latest() (state.Metadata, bool) {
+	if c.restored != nil {
+		return *c.restored, true
+	}
+	if len(c.store) == 0 {
+		return state.Metadata{}, false
+	}
+	return c.store[len(c.store)-1], true
+}
+
+// request asks for a manual checkpoint or a savepoint. Savepoints start at
+// once; checkpoints wait in a queue for a free slot (max concurrent) but not
+// for min pause (as in Flink, which holds back only periodic triggers).
+func (c *core) request(r request, now time.Time) {
+	switch {
+	case c.closed:
+		c.emit(resolve{req: r.id, err: ErrClosed})
+		return
+	case c.att == nil:
+		c.emit(resolve{req: r.id, err: ErrNotAttached})
+		return
+	}
+	if r.kind == barrier.Savepoint {
+		c.start(r, now)
+		return
+	}
+	c.queue = append(c.queue, r)
+	c.schedule(now)
+}
+
+// cancelRequest drops a queued request; one already triggered goes on.
+func (c *core) cancelRequest(id requestID) bool {
+	n := len(c.queue)
+	c.queue = slices.DeleteFunc(c.queue, func(r request) bool { return r.id == id })
+	return len(c.queue) < n
+}
+
+// tick advances time: it expires overdue checkpoints and fires a due
+// periodic trigger.
+func (c *core) tick(now time.Time) {
+	for _, p := range c.sortedPending() {
+		if !now.Before(p.deadline) {
+			c.abort(p, &CheckpointError{ID: p.id, Kind: p.kind, Reason: ErrExpired,
+				Err: fmt.Errorf("not complete after %v", c.cfg.Timeout)}, now)
+		}
+	}
+	if c.att != nil && !c.periodicDue.IsZero() && !now.Before(c.periodicDue) {
+		// Fixed rate: the next one is due a whole number of intervals on.
+		n := now.Sub(c.periodicDue)/c.cfg.Interval + 1
+		c.periodicDue = c.periodicDue.Add(n * c.cfg.Interval)
+		c.periodicDeferred = true // coalesces with one already deferred
+	}
+	c.schedule(now)
+}
+
+// nextDeadline is when tick must next be called.
+func (c *core) nextDeadline() (time.Time, bool) {
+	var next time.Time
+	ok := false
+	consider := func(t time.Time) {
+		if !ok || t.Before(next) {
+			next, ok = t, true
+		}
+	}
+	if c.att != nil && !c.periodicDue.IsZero() {
+		consider(c.periodicDue)
+	}
+	for _, p := range c.pending {
+		consider(p.deadline)
+	}
+	return next, ok
+}
+
+func (c *core) slotFree() bool { return len(c.pending) < c.cfg.MaxConcurrent }
+
+// schedule starts whatever waits for a free slot: queued manual requests
+// first (FIFO), then a deferred periodic trigger, which is rescheduled
+// instead if min pause has not yet passed.
+func (c *core) schedule(now time.Time) {
+	if c.att == nil {
+		return
+	}
+	for len(c.queue) > 0 && c.slotFree() {
+		r := c.queue[0]
+		c.queue = c.queue[1:]
+		c.start(r, now)
+	}
+	if !c.periodicDeferred || len(c.queue) > 0 || !c.slotFree() {
+		return
+	}
+	c.periodicDeferred = false
+	if allowed := c.lastCompletion.Add(c.cfg.MinPause); c.completedOnce && now.Before(allowed) {
+		// Too early: move the periodic schedule to when it is allowed.
+		c.periodicDue = allowed
+		return
+	}
+	c.start(request{kind: barrier.Checkpoint}, now)
+}
+
+func (c *core) start(r request, now time.Time) {
+	id := c.nextID
+	c.nextID++
+	opts := c.cfg.checkpointOptions()
+	if r.kind == barrier.Savepoint {
+		opts = barrier.Options{Kind: barrier.Savepoint, Alignment: barrier.Aligned}
+	}
+	b := barrier.Barrier{ID: id, Timestamp: now.UnixMilli(), Options: opts}
+	p := &pending{
+		id:        id,
+		kind:      r.kind,
+		req:       r,
+		timestamp: b.Timestamp,
+		deadline:  now.Add(c.cfg.Timeout),
+		att:       c.att,
+		acks:      make(map[state.TaskKey]state.TaskSnapshot, len(c.att.all)),
+		stats:     c.stats.begin(id, r.kind, len(c.att.all), now),
+	}
+	c.pending[id] = p
+	for _, s := range c.att.sources {
+		c.emit(triggerTask{gw: c.att.gw, task: s, barrier: b})
+	}
+}
+
+// ack records a task's acknowledgement.
+func (c *core) ack(task state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m TaskCheckpointMetrics, now time.Time) ackOutcome {
+	p := c.pending[id]
+	if p == nil {
+		if id == 0 || id >= c.nextID || c.isRestorePoint(id) {
+			return ackUnknownID
+		}
+		// Aborted (or subsumed and discarded): whatever the task wrote
+		// for it is garbage.
+		c.emit(discard{id})
+		return ackLate
+	}
+	if _, ok := p.att.tasks[task]; !ok {
+		return ackUnknownTask
+	}
+	if _, dup := p.acks[task]; dup {
+		return ackDuplicate
+	}
+	p.acks[task] = snap
+	if m.StateSize == 0 {
+		m.StateSize = snap.Size()
+	}
+	c.stats.ack(p.stats, task, snap.Size(), m, now)
+	if len(p.acks) < len(p.att.all) {
+		return ackAccepted
+	}
+	p.finalizing = true
+	c.emit(persist{meta: p.metadata(), dir: p.req.dir})
+	return ackLast
+}
+
+func (c *core) isRestorePoint(id barrier.CheckpointID) bool {
+	if c.restored != nil && c.restored.ID == id {
+		return true
+	}
+	return slices.ContainsFunc(c.store, func(m state.Metadata) bool { return m.ID == id })
+}
+
+// decline aborts checkpoint id because task cannot take it.
+func (c *core) decline(task state.TaskKey, id barrier.CheckpointID, reason error, now time.Time) bool {
+	p := c.pending[id]
+	if p == nil || p.finalizing {
+		return false
+	}
+	if _, ok := p.att.tasks[task]; !ok {
+		return false
+	}
+	c.abort(p, &CheckpointError{ID: id, Kind: p.kind, Reason: ErrDeclined,
+		Err: fmt.Errorf("task %s/%d: %w", task.Vertex, task.Subtask, reason)}, now)
+	c.schedule(now)
+	return true
+}
+
+// triggerFailed aborts checkpoint id because a source could not be
+// triggered (does not count as a checkpoint failure, as in Flink).
+func (c *core) triggerFailed(task state.TaskKey, id barrier.CheckpointID, err error, now time.Time) {
+	p := c.pending[id]
+	if p == nil || p.finalizing {
+		return
+	}
+	c.abort(p, &CheckpointError{ID: id, Kind: p.kind, Reason: ErrTriggerFailed,
+		Err: fmt.Errorf("task %s/%d: %w", task.Vertex, task.Subtask, err)}, now)
+	c.schedule(now)
+}
+
+// persisted reports the result of a persist effect.
+func (c *core) persisted(id barrier.CheckpointID, path string, err error, now time.Time) {
+	p := c.pending[id]
+	if p == nil || !p.finalizing {
+		// Aborted while its metadata was being written: if the write went
+		// through, the checkpoint exists on disk and must go.
+		if !c.isRestorePoint(id) {
+			c.emit(discard{id})
+		}
+		return
+	}
+	if err != nil {
+		c.abort(p, &CheckpointError{ID: id, Kind: p.kind, Reason: ErrFinalize, Err: err}, now)
+	} else {
+		c.complete(p, path, now)
+	}
+	c.schedule(now)
+}
+
+func (c *core) complete(p *pending, path string, now time.Time) {
+	delete(c.pending, p.id)
+	meta := p.metadata()
+	c.lastCompletion, c.completedOnce = now, true
+	if p.kind == barrier.Savepoint {
+		// The export is self-contained; the staging files are not needed.
+		c.emit(discard{p.id})
+	} else {
+		c.store = append(c.store, meta)
+		c.restored = nil
+		c.retain()
+		c.succeeded(p.id)
+		for _, q := range c.sortedPending() {
+			if q.id < p.id && q.kind == barrier.Checkpoint {
+				c.abort(q, &CheckpointError{ID: q.id, Kind: q.kind, Reason: ErrSubsumed,
+					Err: fmt.Errorf("by checkpoint %d", p.id)}, now)
+			}
+		}
+	}
+	c.stats.complete(p.stats, path, now)
+	for _, t := range p.att.all {
+		c.emit(notifyComplete{gw: p.att.gw, task: t, id: p.id})
+	}
+	if p.req.id != 0 {
+		c.emit(resolve{req: p.req.id, meta: meta, path: path})
+	}
+}
+
+// retain keeps the newest Retained checkpoints and discards the rest.
+func (c *core) retain() {
+	for len(c.store) > c.cfg.Retained {
+		c.emit(discard{c.store[0].ID})
+		c.store = c.store[1:]
+	}
+}
+
+func (c *core) abort(p *pending, cerr *CheckpointError, now time.Time) {
+	delete(c.pending, p.id)
+	c.stats.fail(p.stats, cerr, now)
+	for _, t := range p.att.all {
+		c.emit(notifyAborted{gw: p.att.gw, task: t, id: p.id})
+	}
+	c.emit(discard{p.id})
+	if p.req.id != 0 {
+		c.emit(resolve{req: p.req.id, err: cerr})
+	}
+	if cerr.counts() {
+		c.failed(p.id, cerr)
+	}
+}
+
+// failed counts a checkpoint failure (once per ID, and only if no newer
+// checkpoint has completed) and fails the job when the count exceeds
+// TolerableFailures (Flink's CheckpointFailureManager).
+func (c *core) failed(id barrier.CheckpointID, cerr *CheckpointError) {
+	if id <= c.lastSucceeded {
+		return
+	}
+	if _, dup := c.counted[id]; dup {
+		return
+	}
+	c.counted[id] = struct{}{}
+	c.consecutive++
+	if c.consecutive > c.cfg.TolerableFailures {
+		c.emit(failJob{fmt.Errorf("%w: %d consecutive, %d tolerated; last: %w",
+			ErrTooManyFailures, c.consecutive, c.cfg.TolerableFailures, cerr)})
+		c.consecutive = 0
+		clear(c.counted)
+	}
+}
+
+func (c *core) succeeded(id barrier.CheckpointID) {
+	if id > c.lastSucceeded {
+		c.lastSucceeded = id
+		c.consecutive = 0
+		clear(c.counted)
+	}
+}
+
+func (c *core) sortedPending() []*pending {
+	ps := slices.Collect(maps.Values(c.pending))
+	slices.SortFunc(ps, func(a, b *pending) int { return cmp.Compare(a.id, b.id) })
+	return ps
+}
+
+func (c *core) statsSnapshot(now time.Time) Stats {
+	return c.stats.snapshot(len(c.pending), now)
+}

@@ -1,0 +1,343 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/network"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/task"
+)
+
+// runtimeContext is what a node's instantiate function gets for one
+// subtask.
+type runtimeContext struct {
+	n              *node
+	subtask        int
+	parallelism    int
+	maxParallelism int
+}
+
+// vertex is a chain of nodes that runs as one task per subtask.
+type vertex struct {
+	id          string
+	nodes       []*node // head first; linear
+	parallelism int
+	input       *edge   // the head's input edge (nil for a source chain)
+	outputs     []*edge // edges leaving the chain
+	name        string
+}
+
+// jobGraph is the Environment's graph after chaining.
+type jobGraph struct {
+	vertices []*vertex
+	byNode   map[*node]*vertex
+}
+
+// Result is what a finished job reports.
+type Result struct {
+	// Tasks holds every task's metrics of the last attempt.
+	Tasks []task.Metrics
+	// Duration is the wall time of Execute.
+	Duration time.Duration
+	// Restarts is the number of times the job restarted after a failure.
+	Restarts int
+	// Checkpoints are the statistics of the job's checkpoints (nil when
+	// checkpointing is off).
+	Checkpoints *CheckpointStats
+	// LeakedSegments is the number of network segments not returned to the
+	// pool at the end: always 0 unless the runtime has a bug.
+	LeakedSegments int
+}
+
+// RecordsIn sums the records every task read from its input gate.
+func (r *Result) RecordsIn() int64 {
+	var n int64
+	for _, t := range r.Tasks {
+		n += t.RecordsIn
+	}
+	return n
+}
+
+func (e *Environment) parallelismOf(n *node) int {
+	if n.parallelism > 0 {
+		return n.parallelism
+	}
+	return e.cfg.parallelism
+}
+
+// buildGraph validates the graph and chains it into vertices.
+func (e *Environment) buildGraph() (*jobGraph, error) {
+	if len(e.nodes) == 0 {
+		return nil, errors.New("weir: the job has no operators")
+	}
+	g := &jobGraph{byNode: map[*node]*vertex{}}
+	for _, n := range e.nodes {
+		if n.isSource && n.input != nil {
+			return nil, fmt.Errorf("weir: source %s has an input", n.name)
+		}
+		if !n.isSource && n.input == nil {
+			return nil, fmt.Errorf("weir: operator %s has no input", n.name)
+		}
+		p := e.parallelismOf(n)
+		if p > e.cfg.maxParallelism {
+			return nil, fmt.Errorf("weir: operator %s: parallelism %d above max parallelism %d", n.name, p, e.cfg.maxParallelism)
+		}
+		if in := n.input; in != nil && in.partitioning == network.Forward && e.parallelismOf(in.from) != p {
+			in.partitioning = network.Rebalance // Flink does the same
+		}
+	}
+	// Nodes were added in topological order (an operator needs its input).
+	for _, n := range e.nodes {
+		in := n.input
+		if in != nil && e.cfg.chaining && in.partitioning == network.Forward && len(in.from.outputs) == 1 {
+			v := g.byNode[in.from]
+			v.nodes = append(v.nodes, n)
+			g.byNode[n] = v
+			continue
+		}
+		v := &vertex{nodes: []*node{n}, parallelism: e.parallelismOf(n), input: in}
+		g.vertices = append(g.vertices, v)
+		g.byNode[n] = v
+	}
+	for _, v := range g.vertices {
+		names := make([]string, len(v.nodes))
+		for i, n := range v.nodes {
+			names[i] = n.name
+		}
+		v.name = strings.Join(names, " -> ")
+		v.id = v.nodes[0].uid
+		for _, n := range v.nodes {
+			for _, out := range n.outputs {
+				if g.byNode[out.to] != v {
+					if !n.hasCodec() {
+						return nil, errNoCodec(n)
+					}
+					v.outputs = append(v.outputs, out)
+				}
+			}
+		}
+	}
+	return g, nil
+}
+
+// deployment is one attempt of a job: its tasks and their wiring.
+type deployment struct {
+	tasks []*task.Task
+	parts []*network.ResultPartition
+}
+
+// partitionKey names one producer subtask's partition for one edge.
+type partitionKey struct {
+	e       *edge
+	subtask int
+}
+
+// deploy builds one attempt: partitions, gates and tasks for every subtask.
+func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, restore *state.Metadata) (*deployment, error) {
+	d := &deployment{}
+	parts := map[partitionKey]*network.ResultPartition{}
+	fail := func(err error) (*deployment, error) {
+		for _, p := range d.parts {
+			p.Release()
+		}
+		return nil, err
+	}
+	// Partitions first: gates read them.
+	for _, v := range g.vertices {
+		for i := 0; i < v.parallelism; i++ {
+			for _, out := range v.outputs {
+				nsub := g.byNode[out.to].parallelism
+				if out.partitioning == network.Forward {
+					nsub = 1
+				}
+				lp, err := pool.NewLocalPool(nsub+1, max(nsub*e.cfg.exclusive+e.cfg.floating, nsub+1))
+				if err != nil {
+					return fail(fmt.Errorf("weir: deploying %s (%d/%d): %w", v.name, i+1, v.parallelism, err))
+				}
+				name := fmt.Sprintf("%s (%d/%d) -> %s", v.name, i+1, v.parallelism, out.to.name)
+				p, err := network.NewResultPartition(uuid.New(), name, nsub, lp)
+				if err != nil {
+					lp.Close()
+					return fail(err)
+				}
+				parts[partitionKey{out, i}] = p
+				d.parts = append(d.parts, p)
+			}
+		}
+	}
+	for _, v := range g.vertices {
+		for i := 0; i < v.parallelism; i++ {
+			t, err := e.deployTask(g, v, i, parts, ck, restore)
+			if err != nil {
+				return fail(err)
+			}
+			d.tasks = append(d.tasks, t)
+		}
+	}
+	return d, nil
+}
+
+func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partitionKey]*network.ResultPartition, ck *checkpointing, restore *state.Metadata) (*task.Task, error) {
+	tname := fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism)
+	flushAlways := e.cfg.bufferTimeoutSet && e.cfg.bufferTimeout == 0
+	var outputs []*network.ResultPartition
+	// Build the chain from its tail: each node's output collector is the
+	// next node's input plus writers for edges leaving the chain.
+	ops := make([]task.Operator, len(v.nodes))
+	var nextIn any
+	for k := len(v.nodes) - 1; k >= 0; k-- {
+		n := v.nodes[k]
+		var outs []any
+		if k+1 < len(v.nodes) {
+			outs = append(outs, nextIn)
+		}
+		for _, out := range n.outputs {
+			if g.byNode[out.to] == v {
+				continue
+			}
+			p := parts[partitionKey{out, i}]
+			w, err := n.newWriter(out, p, i, flushAlways)
+			if err != nil {
+				return nil, err
+			}
+			outs = append(outs, w)
+			outputs = append(outputs, p)
+		}
+		var out any
+		if len(outs) > 0 {
+			out = n.fanout(outs)
+		}
+		rc := &runtimeContext{n: n, subtask: i, parallelism: v.parallelism, maxParallelism: e.cfg.maxParallelism}
+		in, op, err := n.instantiate(rc, out)
+		if err != nil {
+			return nil, err
+		}
+		ops[k] = op
+		nextIn = in
+	}
+	cfg := task.Config{
+		Key:            state.TaskKey{Vertex: v.id, Subtask: i},
+		Name:           tname,
+		Parallelism:    v.parallelism,
+		Logger:         e.cfg.logger,
+		Operators:      ops,
+		Outputs:        outputs,
+		BufferTimeout:  e.cfg.bufferTimeout,
+		FlushAlways:    flushAlways,
+		MaxRecordSize:  e.cfg.maxRecordSize,
+		MaxParallelism: e.cfg.maxParallelism,
+	}
+	if v.input == nil {
+		src, ok := nextIn.(task.Source)
+		if !ok {
+			return nil, fmt.Errorf("weir: %s: chain head is not a source", tname)
+		}
+		cfg.Source = src
+	} else {
+		var chans []network.InputChannel
+		in := v.input
+		prod := g.byNode[in.from]
+		for j := 0; j < prod.parallelism; j++ {
+			sub := i
+			if in.partitioning == network.Forward {
+				if j != i {
+					continue
+				}
+				sub = 0
+			}
+			p := parts[partitionKey{in, j}]
+			chans = append(chans, network.NewLocalChannel(fmt.Sprintf("%s[%d]", p.Name(), sub), p.Subpartition(sub)))
+		}
+		cfg.Gate = network.NewInputGate(tname, chans)
+		cfg.Input = v.nodes[0].decoder(nextIn)
+	}
+	if ck != nil {
+		cfg.Checkpoint = ck.taskConfig(cfg.Key, restore)
+		if restore != nil {
+			cfg.Restore = restoreConfig(restore, v.id, ck.storage)
+		}
+	}
+	return task.New(cfg)
+}
+
+// Execute runs the job until its sources are exhausted and every record has
+// been processed, the job fails (after its restart strategy gave up), or
+// ctx is cancelled. Invalid configuration is reported here.
+func (e *Environment) Execute(ctx context.Context) (*Result, error) {
+	start := time.Now()
+	if err := e.cfg.validate(); err != nil {
+		return nil, err
+	}
+	g, err := e.buildGraph()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := buffer.NewGlobalPool(buffer.Config{SegmentSize: e.cfg.segmentSize, NumSegments: e.cfg.numSegments})
+	if err != nil {
+		return nil, fmt.Errorf("weir: %w", err)
+	}
+	res := &Result{}
+	defer func() {
+		res.Duration = time.Since(start)
+		res.LeakedSegments = pool.InUse()
+		if res.LeakedSegments != 0 {
+			e.cfg.logger.Error("network segments leaked", zap.Int("segments", res.LeakedSegments))
+		}
+	}()
+	if e.cfg.ckpt != nil {
+		return res, e.runWithCheckpointing(ctx, g, pool, res)
+	}
+	d, err := e.deploy(g, pool, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	err = runAttempt(ctx, d)
+	res.Tasks = collectMetrics(d)
+	return res, err
+}
+
+// runAttempt runs every task of d; the first failure cancels the others.
+func runAttempt(ctx context.Context, d *deployment) error {
+	return runAttemptHook(ctx, d, nil)
+}
+
+// runAttemptHook is runAttempt calling finished (if set) whenever a task
+// finishes successfully.
+func runAttemptHook(ctx context.Context, d *deployment, finished func()) error {
+	eg, ctx := errgroup.WithContext(ctx)
+	for _, t := range d.tasks {
+		eg.Go(func() error {
+			err := t.Run(ctx)
+			if err == nil && finished != nil {
+				finished()
+			}
+			return err
+		})
+	}
+	err := eg.Wait()
+	for _, p := range d.parts {
+		// Consumers released what they read; drop anything a failed
+		// attempt left queued.
+		if err != nil {
+			p.Release()
+		}
+	}
+	return err
+}
+
+func collectMetrics(d *deployment) []task.Metrics {
+	ms := make([]task.Metrics, len(d.tasks))
+	for i, t := range d.tasks {
+		ms[i] = t.Metrics()
+	}
+	return ms
+}

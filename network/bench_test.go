@@ -1,0 +1,163 @@
+package network
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+
+	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/network/wire"
+)
+
+var eop = wire.AppendEvent(nil, wire.Event{Kind: wire.EventEndOfPartition})
+
+// exchange runs a producer goroutine writing n records of size recSize
+// through a real partition, and consumes them through a local channel, an
+// input gate and a deserializer on the calling goroutine.
+func exchange(b *testing.B, n int, recSize int) {
+	g, err := buffer.NewGlobalPool(buffer.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, err := g.NewLocalPool(2, 2*1+8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := NewResultPartition(newID(), "bench", 1, pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gate := NewInputGate("bench", []InputChannel{NewLocalChannel("bench[0]", p.Subpartition(0))})
+	if err := gate.Start(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.SetContext(ctx)
+	done := make(chan error, 1)
+	go func() {
+		w, err := NewRecordWriter(p, WriterConfig[uint64]{Partitioning: Forward, Append: func(dst []byte, v uint64) []byte {
+			dst = binary.BigEndian.AppendUint64(dst, v)
+			for i := 8; i < recSize; i++ {
+				dst = append(dst, 0)
+			}
+			return dst
+		}})
+		if err != nil {
+			done <- err
+			return
+		}
+		for i := 0; i < n; i++ {
+			if err := w.Emit(uint64(i)); err != nil {
+				done <- err
+				return
+			}
+		}
+		p.Finish(eop)
+		p.ReleaseProducer()
+		done <- nil
+	}()
+	d := NewDeserializer("bench", 0)
+	var got, sum uint64
+	for {
+		_, buf, err := gate.PollNext()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if buf == nil {
+			<-gate.Ready()
+			continue
+		}
+		if !buf.IsData() {
+			buf.Release()
+			break
+		}
+		d.SetBuffer(buf)
+		for {
+			rec, ok, err := d.Next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			sum += binary.BigEndian.Uint64(rec)
+			got++
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	gate.Close()
+	d.Close()
+	if got != uint64(n) || sum != uint64(n)*uint64(n-1)/2 {
+		b.Fatalf("got %d records (sum %d), want %d", got, sum, n)
+	}
+	if g.InUse() != 0 {
+		b.Fatalf("%d segments leaked", g.InUse())
+	}
+}
+
+// BenchmarkExchangeInProcess: two goroutines, a forward exchange of
+// 16-byte records through the real partition, gate and deserializer.
+func BenchmarkExchangeInProcess(b *testing.B) {
+	b.ReportAllocs()
+	exchange(b, b.N, 16)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+func benchSerialize(b *testing.B, recSize int) {
+	g, _ := buffer.NewGlobalPool(buffer.Config{})
+	pool, _ := g.NewLocalPool(2, 4)
+	p, _ := NewResultPartition(newID(), "bench", 1, pool)
+	rec := make([]byte, recSize)
+	sub := p.Subpartition(0)
+	b.ReportAllocs()
+	b.SetBytes(int64(recSize + lengthSize))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		binary.BigEndian.PutUint64(rec, uint64(i))
+		if err := p.Write(0, rec); err != nil {
+			b.Fatal(err)
+		}
+		if i&31 == 0 {
+			for r := sub.Poll(); r.Buffer != nil; r = sub.Poll() {
+				r.Buffer.Release()
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	p.Release()
+}
+
+func BenchmarkSerialize16(b *testing.B)  { benchSerialize(b, 16) }
+func BenchmarkSerialize100(b *testing.B) { benchSerialize(b, 100) }
+
+func benchDeserialize(b *testing.B, recSize int) {
+	stream := make([]byte, 0, buffer.DefaultSegmentSize)
+	rec := make([]byte, recSize)
+	per := 0
+	for len(stream)+lengthSize+recSize <= cap(stream) {
+		stream = binary.BigEndian.AppendUint32(stream, uint32(recSize))
+		stream = append(stream, rec...)
+		per++
+	}
+	d := NewDeserializer("bench", 0)
+	b.ReportAllocs()
+	b.SetBytes(int64(recSize + lengthSize))
+	b.ResetTimer()
+	for n := 0; n < b.N; {
+		d.SetBuffer(buffer.Wrap(stream, buffer.Data))
+		for {
+			_, ok, _ := d.Next()
+			if !ok {
+				break
+			}
+			n++
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+func BenchmarkDeserialize16(b *testing.B)  { benchDeserialize(b, 16) }
+func BenchmarkDeserialize100(b *testing.B) { benchDeserialize(b, 100) }

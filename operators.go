@@ -1,0 +1,168 @@
+package weir
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/task"
+)
+
+// opBase implements task.Operator's hooks with no-ops; typed operators
+// embed it and override what they need.
+type opBase struct {
+	id, name string
+	keyed    bool
+}
+
+func (o *opBase) ID() string                                           { return o.id }
+func (o *opBase) Name() string                                         { return o.name }
+func (o *opBase) Keyed() bool                                          { return o.keyed }
+func (o *opBase) Open(*task.OperatorContext) error                     { return nil }
+func (o *opBase) Finish() error                                        { return nil }
+func (o *opBase) Close() error                                         { return nil }
+func (o *opBase) PrepareSnapshotPreBarrier(barrier.CheckpointID) error { return nil }
+func (o *opBase) SnapshotState(barrier.CheckpointID) error             { return nil }
+func (o *opBase) NotifyCheckpointComplete(barrier.CheckpointID) error  { return nil }
+func (o *opBase) NotifyCheckpointAborted(barrier.CheckpointID) error   { return nil }
+
+// catch turns a panic in user code into an error naming the operator. It
+// is deferred once per record by every operator that calls user code.
+func (o *opBase) catch(err *error) {
+	if r := recover(); r != nil {
+		*err = &task.Error{Operator: o.name, Err: &task.PanicError{Value: r, Stack: debug.Stack()}}
+	}
+}
+
+// fail wraps an error returned by user code.
+func (o *opBase) fail(err error) error {
+	return &task.Error{Operator: o.name, Err: err}
+}
+
+func base(rc *runtimeContext) opBase {
+	return opBase{id: rc.n.uid, name: rc.n.name, keyed: rc.n.keyed}
+}
+
+// Map returns a stream of fn applied to every value of s.
+func Map[In, Out any](s *Stream[In], fn func(In) Out) *Stream[Out] {
+	return addOp(s, "map", network0, func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
+		o := &mapOp[In, Out]{opBase: base(rc), fn: fn, next: next}
+		return o, o
+	})
+}
+
+type mapOp[In, Out any] struct {
+	opBase
+	fn   func(In) Out
+	next collector[Out]
+}
+
+func (o *mapOp[In, Out]) collect(v In) (err error) {
+	defer o.catch(&err)
+	return o.next.collect(o.fn(v))
+}
+
+// MapErr is Map with a function that may fail; an error fails the task.
+func MapErr[In, Out any](s *Stream[In], fn func(In) (Out, error)) *Stream[Out] {
+	return addOp(s, "map", network0, func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
+		o := &mapErrOp[In, Out]{opBase: base(rc), fn: fn, next: next}
+		return o, o
+	})
+}
+
+type mapErrOp[In, Out any] struct {
+	opBase
+	fn   func(In) (Out, error)
+	next collector[Out]
+}
+
+func (o *mapErrOp[In, Out]) collect(v In) (err error) {
+	defer o.catch(&err)
+	r, err := o.fn(v)
+	if err != nil {
+		return o.fail(err)
+	}
+	return o.next.collect(r)
+}
+
+// Filter returns the values of s for which keep returns true.
+func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
+	out := addOp(s, "filter", network0, func(rc *runtimeContext, next collector[T]) (collector[T], task.Operator) {
+		o := &filterOp[T]{opBase: base(rc), fn: keep, next: next}
+		return o, o
+	})
+	out.codec = s.codec
+	return out
+}
+
+type filterOp[T any] struct {
+	opBase
+	fn   func(T) bool
+	next collector[T]
+}
+
+func (o *filterOp[T]) collect(v T) (err error) {
+	defer o.catch(&err)
+	if o.fn(v) {
+		return o.next.collect(v)
+	}
+	return nil
+}
+
+// FlatMap calls fn for every value of s; fn emits any number of outputs
+// through emit.
+func FlatMap[In, Out any](s *Stream[In], fn func(v In, emit func(Out))) *Stream[Out] {
+	return addOp(s, "flat map", network0, func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
+		o := &flatMapOp[In, Out]{opBase: base(rc), fn: fn, next: next}
+		o.emit = func(v Out) {
+			if o.err == nil {
+				o.err = o.next.collect(v)
+			}
+		}
+		return o, o
+	})
+}
+
+type flatMapOp[In, Out any] struct {
+	opBase
+	fn   func(In, func(Out))
+	next collector[Out]
+	emit func(Out)
+	err  error
+}
+
+func (o *flatMapOp[In, Out]) collect(v In) (err error) {
+	defer o.catch(&err)
+	o.fn(v, o.emit)
+	err, o.err = o.err, nil
+	return err
+}
+
+// network0 marks a forward (chainable) connection.
+const network0 = 0
+
+// addOp adds a one-input operator consuming s. build makes one subtask's
+// operator given its downstream collector.
+func addOp[In, Out any](s *Stream[In], name string, _ int, build func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator)) *Stream[Out] {
+	n := s.env.addNode(&node{name: name})
+	connect(s, n, 0, nil)
+	n.decoder = decoderFor(s)
+	n.instantiate = func(rc *runtimeContext, out any) (any, task.Operator, error) {
+		next, _ := out.(collector[Out])
+		if next == nil {
+			next = discard[Out]{}
+		}
+		in, op := build(rc, next)
+		return in, op, nil
+	}
+	return newStream[Out](s.env, n)
+}
+
+// discard drops values (an operator whose output nobody consumes).
+type discard[T any] struct{}
+
+func (discard[T]) collect(T) error { return nil }
+
+func errNoCodec(n *node) error {
+	return fmt.Errorf("weir: the output of operator %s crosses a task boundary but its type has no codec: call WithCodec on its stream", n.name)
+}

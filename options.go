@@ -1,0 +1,160 @@
+package weir
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/task"
+)
+
+// config is an Environment's settings; zero values mean defaults.
+type config struct {
+	parallelism      int
+	maxParallelism   int
+	bufferTimeout    time.Duration
+	bufferTimeoutSet bool
+	segmentSize      int
+	numSegments      int
+	exclusive        int
+	floating         int
+	maxRecordSize    int
+	logger           *zap.Logger
+	chaining         bool
+	ckpt             *CheckpointConfig
+	restart          RestartStrategy
+	errs             []error
+}
+
+func defaultConfig() config {
+	return config{
+		parallelism:    1,
+		maxParallelism: keygroup.DefaultMaxParallelism,
+		bufferTimeout:  task.DefaultBufferTimeout,
+		segmentSize:    buffer.DefaultSegmentSize,
+		numSegments:    buffer.DefaultNumSegments,
+		exclusive:      2,
+		floating:       8,
+		logger:         zap.NewNop(),
+		chaining:       true,
+	}
+}
+
+func (c *config) validate() error {
+	if len(c.errs) > 0 {
+		return c.errs[0]
+	}
+	if err := keygroup.Validate(c.maxParallelism, c.parallelism); err != nil {
+		return fmt.Errorf("weir: %w", err)
+	}
+	if err := (buffer.Config{SegmentSize: c.segmentSize, NumSegments: c.numSegments}).Validate(); err != nil {
+		return fmt.Errorf("weir: %w", err)
+	}
+	if c.exclusive < 1 {
+		return fmt.Errorf("weir: exclusive buffers per channel %d must be at least 1", c.exclusive)
+	}
+	if c.floating < 0 {
+		return fmt.Errorf("weir: floating buffers per gate %d must not be negative", c.floating)
+	}
+	if c.bufferTimeout < 0 {
+		return fmt.Errorf("weir: buffer timeout %v must not be negative", c.bufferTimeout)
+	}
+	if c.maxRecordSize < 0 {
+		return fmt.Errorf("weir: max record size %d must not be negative", c.maxRecordSize)
+	}
+	if c.ckpt != nil {
+		if err := c.ckpt.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Option configures an Environment.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+func bad(format string, args ...any) optionFunc {
+	err := fmt.Errorf(format, args...)
+	return func(c *config) { c.errs = append(c.errs, err) }
+}
+
+// WithParallelism sets the default parallelism of every operator (default
+// 1). It must lie in [1, max parallelism].
+func WithParallelism(n int) Option {
+	if n < 1 {
+		return bad("weir: parallelism %d must be at least 1", n)
+	}
+	return optionFunc(func(c *config) { c.parallelism = n })
+}
+
+// WithMaxParallelism sets the number of key groups (default 128): the
+// upper bound of any keyed operator's parallelism, fixed for the life of
+// the job's state.
+func WithMaxParallelism(n int) Option {
+	return optionFunc(func(c *config) { c.maxParallelism = n })
+}
+
+// WithBufferTimeout sets how long a partially filled buffer may wait before
+// it is sent (default 100 ms; 0 sends after every record: lowest latency,
+// lowest throughput).
+func WithBufferTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.bufferTimeout = d; c.bufferTimeoutSet = true })
+}
+
+// WithSegmentSize sets the network buffer size in bytes (default 32 KiB).
+func WithSegmentSize(n int) Option {
+	if n <= 0 {
+		return bad("weir: segment size %d must be positive", n)
+	}
+	return optionFunc(func(c *config) { c.segmentSize = n })
+}
+
+// WithNetworkSegments bounds the network memory: the number of segments
+// (default 2048, i.e. 64 MiB of 32 KiB segments, allocated on demand).
+func WithNetworkSegments(n int) Option {
+	if n <= 0 {
+		return bad("weir: network segments %d must be positive", n)
+	}
+	return optionFunc(func(c *config) { c.numSegments = n })
+}
+
+// WithExclusiveBuffers sets the buffers each input channel owns (default 2).
+func WithExclusiveBuffers(n int) Option {
+	return optionFunc(func(c *config) { c.exclusive = n })
+}
+
+// WithFloatingBuffers sets the buffers each input gate shares among its
+// channels (default 8).
+func WithFloatingBuffers(n int) Option {
+	return optionFunc(func(c *config) { c.floating = n })
+}
+
+// WithMaxRecordSize bounds one serialized record (default 64 MiB); a larger
+// length prefix on the wire is treated as corruption.
+func WithMaxRecordSize(n int) Option {
+	return optionFunc(func(c *config) { c.maxRecordSize = n })
+}
+
+// WithLogger sets the logger (nil: silent).
+func WithLogger(l *zap.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l == nil {
+			l = zap.NewNop()
+		}
+		c.logger = l
+	})
+}
+
+// WithChaining turns operator chaining on (default) or off. Without
+// chaining every operator runs in its own task and records are serialized
+// between all of them.
+func WithChaining(on bool) Option {
+	return optionFunc(func(c *config) { c.chaining = on })
+}

@@ -1,0 +1,372 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/state"
+)
+
+// CheckpointResponder receives a task's checkpoint outcome: the
+// coordinator, or an RPC client that reaches it. Calls come from the
+// task's goroutines and must not block for long.
+type CheckpointResponder interface {
+	Acknowledge(task state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m CheckpointMetrics)
+	Decline(task state.TaskKey, id barrier.CheckpointID, reason error)
+}
+
+// CheckpointMetrics describe how one task took one checkpoint.
+type CheckpointMetrics struct {
+	AlignmentDuration time.Duration // first barrier to last barrier
+	StartDelay        time.Duration // trigger timestamp to the task starting the checkpoint
+	SyncDuration      time.Duration // synchronous part, in the mailbox
+	AsyncDuration     time.Duration // asynchronous part
+	StateSize         int64
+}
+
+// ErrNotRunning is the reason a task declines a checkpoint it cannot take
+// because it is not (or no longer) running.
+var ErrNotRunning = errors.New("task: not running")
+
+// CheckpointConfig turns checkpointing on for a task.
+type CheckpointConfig struct {
+	Mode      barrier.Mode
+	Storage   state.Storage
+	Responder CheckpointResponder
+}
+
+// RestoreConfig tells a task to start from a checkpoint.
+type RestoreConfig struct {
+	ID barrier.CheckpointID
+	// Operators maps an operator ID to the states of every subtask of the
+	// previous run (all of them: keyed state is picked by key group and
+	// operator state redistributed, so parallelism may change).
+	Operators map[string][]state.OperatorSubtaskState
+	// PrevParallelism is the vertex's parallelism in the checkpoint.
+	Reader state.StateReader
+}
+
+// opState is one operator's state backends.
+type opState struct {
+	keyed    state.KeyedBackend
+	operator *state.OperatorBackend
+	prefix   string
+}
+
+// checkpointer is a task's checkpoint machinery. It lives in the task's
+// goroutine; it implements barrier.Controller.
+type checkpointer struct {
+	t       *Task
+	cfg     *CheckpointConfig
+	handler barrier.Handler // nil for source tasks
+	blocked []bool
+	nblock  int
+	alignAt time.Time
+	failure error // set by a Controller callback, checked after it returns
+}
+
+func newCheckpointer(t *Task, cfg *CheckpointConfig) (*checkpointer, error) {
+	if cfg.Storage == nil || cfg.Responder == nil {
+		return nil, fmt.Errorf("task %s: checkpointing without storage or responder", t.cfg.Name)
+	}
+	c := &checkpointer{t: t, cfg: cfg}
+	if g := t.cfg.Gate; g != nil {
+		h, err := barrier.New(cfg.Mode, g.NumChannels(), c)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", t.cfg.Name, err)
+		}
+		c.handler = h
+		c.blocked = make([]bool, g.NumChannels())
+	}
+	return c, nil
+}
+
+func (c *checkpointer) err() error {
+	err := c.failure
+	c.failure = nil
+	return err
+}
+
+func (c *checkpointer) close() {}
+
+// onBarrier hands barrier b from channel ch to the handler. A channel the
+// handler did not block is resumed at once: its producer stopped after
+// sending an aligned barrier.
+func (c *checkpointer) onBarrier(ch int, b barrier.Barrier) error {
+	c.handler.ProcessBarrier(barrier.ChannelIndex(ch), b)
+	if !c.blocked[ch] {
+		c.t.cfg.Gate.Resume(ch)
+	}
+	return c.err()
+}
+
+// BlockChannel implements barrier.Controller.
+func (c *checkpointer) BlockChannel(ch barrier.ChannelIndex) {
+	if c.nblock == 0 {
+		c.alignAt = time.Now()
+	}
+	if !c.blocked[ch] {
+		c.blocked[ch] = true
+		c.nblock++
+	}
+}
+
+// ResumeAllChannels implements barrier.Controller.
+func (c *checkpointer) ResumeAllChannels() {
+	for i, b := range c.blocked {
+		if b {
+			c.blocked[i] = false
+			c.t.cfg.Gate.Resume(i)
+		}
+	}
+	c.nblock = 0
+}
+
+// TriggerCheckpoint implements barrier.Controller: every input delivered
+// barrier b.
+func (c *checkpointer) TriggerCheckpoint(b barrier.Barrier) {
+	var align time.Duration
+	if !c.alignAt.IsZero() {
+		align = time.Since(c.alignAt)
+		c.alignAt = time.Time{}
+	}
+	if err := c.t.performCheckpoint(b, align); err != nil && c.failure == nil {
+		c.failure = err
+	}
+}
+
+// AbortCheckpoint implements barrier.Controller: forward a cancel marker
+// and decline.
+func (c *checkpointer) AbortCheckpoint(id barrier.CheckpointID, reason barrier.AbortReason) {
+	c.alignAt = time.Time{}
+	c.t.broadcastEvent(cancelPayload(id), buffer.Event)
+	c.cfg.Responder.Decline(c.t.cfg.Key, id, fmt.Errorf("task %s: %s", c.t.cfg.Name, reason))
+}
+
+func (t *Task) broadcastEvent(payload []byte, dt buffer.DataType) {
+	for _, p := range t.cfg.Outputs {
+		p.BroadcastEvent(payload, dt)
+	}
+}
+
+// TriggerCheckpoint asks a source task to take checkpoint b: in its next
+// mailbox step it snapshots and injects the barrier. Safe from any
+// goroutine; a task that cannot take it declines.
+func (t *Task) TriggerCheckpoint(b barrier.Barrier) {
+	if t.ckpt == nil {
+		return
+	}
+	err := t.Post(func() error {
+		if t.inputEnded {
+			t.ckpt.cfg.Responder.Decline(t.cfg.Key, b.ID, ErrNotRunning)
+			return nil
+		}
+		return t.performCheckpoint(b, 0)
+	})
+	if err != nil {
+		t.ckpt.cfg.Responder.Decline(t.cfg.Key, b.ID, fmt.Errorf("%w: %v", ErrNotRunning, err))
+	}
+}
+
+// NotifyCheckpointComplete tells the task's operators that checkpoint id
+// completed. Safe from any goroutine; ignored once the task stopped.
+func (t *Task) NotifyCheckpointComplete(id barrier.CheckpointID) {
+	_ = t.Post(func() error {
+		for _, op := range t.cfg.Operators {
+			if err := op.NotifyCheckpointComplete(id); err != nil {
+				return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("checkpoint %d complete: %w", id, err)}
+			}
+		}
+		return nil
+	})
+}
+
+// NotifyCheckpointAborted tells the task that checkpoint id was aborted: an
+// alignment for it stops, operators are told. Safe from any goroutine.
+func (t *Task) NotifyCheckpointAborted(id barrier.CheckpointID) {
+	_ = t.Post(func() error {
+		if t.ckpt != nil && t.ckpt.handler != nil {
+			t.ckpt.handler.Abort(id)
+		}
+		for _, op := range t.cfg.Operators {
+			if err := op.NotifyCheckpointAborted(id); err != nil {
+				return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("checkpoint %d aborted: %w", id, err)}
+			}
+		}
+		return nil
+	})
+}
+
+// performCheckpoint takes checkpoint b in one mailbox step: operators
+// prepare, the barrier goes downstream, the synchronous snapshot runs, and
+// the asynchronous part is started off the mailbox. It returns an error
+// only for failures that must fail the task (a user hook that fails).
+func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
+	c := t.ckpt
+	start := time.Now()
+	m := CheckpointMetrics{AlignmentDuration: align}
+	if b.Timestamp > 0 {
+		m.StartDelay = max(0, start.Sub(time.UnixMilli(b.Timestamp)))
+	}
+	for _, op := range t.cfg.Operators {
+		if err := op.PrepareSnapshotPreBarrier(b.ID); err != nil {
+			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("prepare checkpoint %d: %w", b.ID, err)}
+		}
+	}
+	dt := buffer.AlignedBarrier
+	if c.cfg.Mode == barrier.AtLeastOnce {
+		dt = buffer.Event
+	}
+	t.broadcastEvent(barrierPayload(b), dt)
+
+	type part struct {
+		opID  string
+		keyed state.KeyedSnapshotFunc
+		oper  state.OperatorSnapshotFunc
+	}
+	parts := make([]part, 0, len(t.cfg.Operators))
+	for i, op := range t.cfg.Operators {
+		if err := op.SnapshotState(b.ID); err != nil {
+			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("snapshot checkpoint %d: %w", b.ID, err)}
+		}
+		st := t.states[i]
+		p := part{opID: op.ID()}
+		w := state.PrefixedWriters(c.cfg.Storage, st.prefix)
+		var err error
+		if st.keyed != nil {
+			if p.keyed, err = st.keyed.Snapshot(b.ID, w); err != nil {
+				t.declineSnapshot(b.ID, op, err)
+				return nil
+			}
+		}
+		if p.oper, err = st.operator.Snapshot(b.ID, w); err != nil {
+			if p.keyed != nil {
+				_, _ = p.keyed(canceledCtx)
+			}
+			t.declineSnapshot(b.ID, op, err)
+			return nil
+		}
+		parts = append(parts, p)
+	}
+	m.SyncDuration = time.Since(start)
+
+	t.asyncWG.Add(1)
+	go func() {
+		defer t.asyncWG.Done()
+		astart := time.Now()
+		snap := state.TaskSnapshot{Operators: make(map[string]state.OperatorSubtaskState, len(parts))}
+		var firstErr error
+		for _, p := range parts {
+			var os state.OperatorSubtaskState
+			if p.keyed != nil {
+				h, err := p.keyed(t.runCtx)
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				os.Keyed = h
+			}
+			h, err := p.oper(t.runCtx)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			os.Operator = h
+			snap.Operators[p.opID] = os
+		}
+		if firstErr != nil {
+			t.log.Warn("asynchronous snapshot failed", zap.Uint64("checkpoint", uint64(b.ID)), zap.Error(firstErr))
+			c.cfg.Responder.Decline(t.cfg.Key, b.ID, fmt.Errorf("task %s: asynchronous snapshot: %w", t.cfg.Name, firstErr))
+			return
+		}
+		m.AsyncDuration = time.Since(astart)
+		m.StateSize = snap.Size()
+		c.cfg.Responder.Acknowledge(t.cfg.Key, b.ID, snap, m)
+	}()
+	return nil
+}
+
+var canceledCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+func (t *Task) declineSnapshot(id barrier.CheckpointID, op Operator, err error) {
+	t.log.Warn("snapshot failed", zap.Uint64("checkpoint", uint64(id)), zap.String("operator", op.Name()), zap.Error(err))
+	t.ckpt.cfg.Responder.Decline(t.cfg.Key, id, fmt.Errorf("task %s: operator %s: snapshot: %w", t.cfg.Name, op.Name(), err))
+}
+
+// statePrefix is a file-name-safe, unique prefix for one operator's state
+// files of one subtask.
+func statePrefix(key state.TaskKey, opIndex int, opID string) string {
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, opID)
+	v := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		}
+		return '_'
+	}, key.Vertex)
+	return fmt.Sprintf("%s-%d-op%d-%s", v, key.Subtask, opIndex, clean)
+}
+
+// initStates creates (and restores) every operator's state backends.
+func (t *Task) initStates() error {
+	t.states = make([]opState, len(t.cfg.Operators))
+	rng := keygroup.RangeFor(t.cfg.MaxParallelism, t.cfg.Parallelism, t.cfg.Key.Subtask)
+	for i, op := range t.cfg.Operators {
+		st := &t.states[i]
+		st.prefix = statePrefix(t.cfg.Key, i, op.ID())
+		st.operator = state.NewOperatorBackend()
+		if op.Keyed() {
+			kb, err := t.cfg.NewKeyedBackend(t.cfg.MaxParallelism, t.cfg.Parallelism, t.cfg.Key.Subtask)
+			if err != nil {
+				return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("keyed state backend: %w", err)}
+			}
+			st.keyed = kb
+		}
+		r := t.cfg.Restore
+		if r == nil {
+			continue
+		}
+		prev := r.Operators[op.ID()]
+		var keyed []state.KeyedStateHandle
+		var oper []*state.OperatorStateHandle
+		for _, s := range prev {
+			if s.Keyed != nil && s.Keyed.KeyGroups.Start <= rng.End && s.Keyed.KeyGroups.End >= rng.Start {
+				keyed = append(keyed, *s.Keyed)
+			}
+			oper = append(oper, s.Operator)
+		}
+		if st.keyed != nil && len(keyed) > 0 {
+			if err := st.keyed.Restore(keyed, r.Reader); err != nil {
+				return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("restore keyed state from checkpoint %d: %w", r.ID, err)}
+			}
+		}
+		if err := st.operator.Restore(oper, r.Reader, t.cfg.Key.Subtask, t.cfg.Parallelism); err != nil {
+			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("restore operator state from checkpoint %d: %w", r.ID, err)}
+		}
+	}
+	return nil
+}
+
+func (t *Task) closeStates() {
+	for _, st := range t.states {
+		if st.keyed != nil {
+			_ = st.keyed.Close()
+		}
+	}
+}

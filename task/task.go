@@ -1,0 +1,586 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/network"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/state/heap"
+)
+
+// DefaultBufferTimeout bounds how long a partially filled output buffer
+// waits before it is flushed (Flink's execution.buffer-timeout).
+const DefaultBufferTimeout = 100 * time.Millisecond
+
+// sourceBatch is how many source polls run between two mailbox checks.
+const sourceBatch = 64
+
+// State is a task's lifecycle state.
+type State int32
+
+const (
+	Created State = iota
+	Running
+	Finished
+	Failed
+	Canceled
+)
+
+func (s State) String() string {
+	return [...]string{"created", "running", "finished", "failed", "canceled"}[s]
+}
+
+// Config describes one task: one parallel instance of a chain of operators.
+// Exactly one of Source and Gate is set.
+type Config struct {
+	Key         state.TaskKey // vertex and subtask index
+	Name        string        // e.g. "map -> filter (2/4)"
+	Parallelism int
+	Logger      *zap.Logger
+
+	// Source is the chain head of a source task.
+	Source Source
+	// Gate and Input are the input of a non-source task: buffers from the
+	// gate are deserialized and handed to Input record by record.
+	Gate  *network.InputGate
+	Input RecordProcessor
+	// Operators is the whole chain, head first, for lifecycle and hooks.
+	Operators []Operator
+	// Outputs are the partitions the chain's tail writes.
+	Outputs []*network.ResultPartition
+
+	// BufferTimeout: partially filled output buffers are flushed at least
+	// this often (0 means the writers flush after every record; negative
+	// is invalid). Default DefaultBufferTimeout when zero and
+	// FlushAlways is false.
+	BufferTimeout time.Duration
+	FlushAlways   bool
+	// MaxRecordSize bounds one incoming record (0 = network default).
+	MaxRecordSize int
+
+	// MaxParallelism is the number of key groups (default 128).
+	MaxParallelism int
+	// NewKeyedBackend creates the keyed state backend of a keyed operator
+	// for subtask index of parallelism (default: the in-memory backend).
+	NewKeyedBackend func(maxParallelism, parallelism, index int) (state.KeyedBackend, error)
+	// Restore, when set, starts the task from a checkpoint.
+	Restore *RestoreConfig
+
+	// Checkpointing, nil when off.
+	Checkpoint *CheckpointConfig
+}
+
+// Metrics are a task's counters, valid once Run returned.
+type Metrics struct {
+	Name          string
+	RecordsIn     int64
+	RecordsOut    int64
+	BytesIn       int64
+	BytesOut      int64
+	Busy          time.Duration
+	Idle          time.Duration
+	BackPressured time.Duration
+}
+
+// Task runs one chain instance in one goroutine: its mailbox loop pulls the
+// source (or polls the input gate), pushes records through the chain and,
+// between batches, runs mails — checkpoint triggers and notifications —
+// so checkpointing never races with record processing.
+type Task struct {
+	cfg  Config
+	log  *zap.Logger
+	mail chan func() error
+
+	deser         []*network.Deserializer
+	timer         *time.Timer
+	flushDeadline time.Time
+
+	metrics    Metrics
+	finishedCh int // channels that delivered end of partition
+	inputEnded bool
+	ckpt       *checkpointer
+	asyncWG    sync.WaitGroup
+	states     []opState
+	runCtx     context.Context
+
+	mu struct {
+		sync.Mutex
+		state State
+	}
+}
+
+// New validates cfg and returns a task; it starts nothing.
+func New(cfg Config) (*Task, error) {
+	if (cfg.Source == nil) == (cfg.Gate == nil) {
+		return nil, fmt.Errorf("task %s: exactly one of source and input gate must be set", cfg.Name)
+	}
+	if cfg.Gate != nil && cfg.Input == nil {
+		return nil, fmt.Errorf("task %s: input gate without record processor", cfg.Name)
+	}
+	if cfg.BufferTimeout < 0 {
+		return nil, fmt.Errorf("task %s: negative buffer timeout %v", cfg.Name, cfg.BufferTimeout)
+	}
+	if cfg.BufferTimeout == 0 && !cfg.FlushAlways {
+		cfg.BufferTimeout = DefaultBufferTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.MaxParallelism == 0 {
+		cfg.MaxParallelism = keygroup.DefaultMaxParallelism
+	}
+	if cfg.Parallelism == 0 {
+		cfg.Parallelism = 1
+	}
+	if err := keygroup.Validate(cfg.MaxParallelism, cfg.Parallelism); err != nil {
+		return nil, fmt.Errorf("task %s: %w", cfg.Name, err)
+	}
+	if cfg.NewKeyedBackend == nil {
+		cfg.NewKeyedBackend = func(maxPar, par, index int) (state.KeyedBackend, error) {
+			return heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Logger: cfg.Logger})
+		}
+	}
+	t := &Task{cfg: cfg, log: cfg.Logger.With(zap.String("task", cfg.Name)), mail: make(chan func() error, 64)}
+	t.metrics.Name = cfg.Name
+	if cfg.Gate != nil {
+		t.deser = make([]*network.Deserializer, cfg.Gate.NumChannels())
+		for i := range t.deser {
+			t.deser[i] = network.NewDeserializer(cfg.Gate.Channel(i).Name(), cfg.MaxRecordSize)
+		}
+	}
+	if cfg.Checkpoint != nil {
+		c, err := newCheckpointer(t, cfg.Checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		t.ckpt = c
+	}
+	return t, nil
+}
+
+// IsSource reports whether the task's chain starts with a source.
+func (t *Task) IsSource() bool { return t.cfg.Source != nil }
+
+// Name is the task's name.
+func (t *Task) Name() string { return t.cfg.Name }
+
+// Key is the task's vertex and subtask.
+func (t *Task) Key() state.TaskKey { return t.cfg.Key }
+
+// State is the task's lifecycle state.
+func (t *Task) State() State {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.state
+}
+
+func (t *Task) setState(s State) {
+	t.mu.Lock()
+	t.mu.state = s
+	t.mu.Unlock()
+}
+
+// Metrics returns the task's counters; call after Run returned.
+func (t *Task) Metrics() Metrics { return t.metrics }
+
+// ErrMailboxClosed is returned by Post when the task is no longer running.
+var ErrMailboxClosed = errors.New("task: not running")
+
+// Post queues m to run in the task's goroutine between records. It does
+// not block: it fails with ErrMailboxClosed when the task is not running,
+// and with an error when the mailbox is full.
+func (t *Task) Post(m func() error) error {
+	if t.State() != Running {
+		return ErrMailboxClosed
+	}
+	select {
+	case t.mail <- m:
+		return nil
+	default:
+		return fmt.Errorf("task %s: mailbox full", t.cfg.Name)
+	}
+}
+
+// Error is a task failure: it names the task and, when known, the operator.
+type Error struct {
+	Task     string
+	Operator string
+	Err      error
+}
+
+func (e *Error) Error() string {
+	if e.Operator != "" {
+		return fmt.Sprintf("task %s: operator %s: %v", e.Task, e.Operator, e.Err)
+	}
+	return fmt.Sprintf("task %s: %v", e.Task, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// PanicError is a panic in user code, recovered and turned into a failure.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// Run runs the task until its input ends (nil), it fails, or ctx is done.
+// On any outcome every operator is closed, the gate and (on failure) the
+// outputs are released, and asynchronous snapshot work has stopped.
+func (t *Task) Run(ctx context.Context) (err error) {
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	t.runCtx = ctx
+	t.setState(Running)
+	defer func() {
+		if r := recover(); r != nil {
+			err = &Error{Task: t.cfg.Name, Err: &PanicError{Value: r, Stack: debug.Stack()}}
+		}
+		cancel()
+		t.asyncWG.Wait()
+		err = t.cleanup(err)
+		t.collectMetrics(time.Since(start))
+		switch {
+		case err == nil:
+			t.setState(Finished)
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+			t.setState(Canceled)
+		default:
+			t.setState(Failed)
+		}
+	}()
+	for _, p := range t.cfg.Outputs {
+		p.SetContext(ctx)
+	}
+	if err := t.open(); err != nil {
+		return err
+	}
+	if t.cfg.Gate != nil {
+		if err := t.cfg.Gate.Start(); err != nil {
+			return &Error{Task: t.cfg.Name, Err: err}
+		}
+	}
+	t.timer = time.NewTimer(time.Hour)
+	t.timer.Stop()
+	defer t.timer.Stop()
+	t.armFlush()
+	if t.cfg.Source != nil {
+		err = t.runSource(ctx)
+	} else {
+		err = t.runInput(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	return t.finish()
+}
+
+func (t *Task) open() error {
+	if err := t.initStates(); err != nil {
+		return err
+	}
+	rng := keygroup.RangeFor(t.cfg.MaxParallelism, t.cfg.Parallelism, t.cfg.Key.Subtask)
+	for i, op := range t.cfg.Operators {
+		oc := &OperatorContext{TaskName: t.cfg.Name, Subtask: t.cfg.Key.Subtask, Parallelism: t.cfg.Parallelism,
+			MaxParallelism: t.cfg.MaxParallelism, KeyGroups: rng,
+			Keyed: t.states[i].keyed, OperatorState: t.states[i].operator}
+		if r := t.cfg.Restore; r != nil {
+			oc.Restored, oc.RestoredID = true, r.ID
+		}
+		if err := op.Open(oc); err != nil {
+			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("open: %w", err)}
+		}
+	}
+	return nil
+}
+
+// finish ends a task whose input ended: operators flush, outputs get end of
+// partition.
+func (t *Task) finish() error {
+	for _, op := range t.cfg.Operators {
+		if err := op.Finish(); err != nil {
+			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("finish: %w", err)}
+		}
+	}
+	eop := endOfPartitionPayload()
+	for _, p := range t.cfg.Outputs {
+		p.Finish(eop)
+	}
+	return nil
+}
+
+func (t *Task) cleanup(err error) error {
+	for i := len(t.cfg.Operators) - 1; i >= 0; i-- {
+		op := t.cfg.Operators[i]
+		if cerr := op.Close(); cerr != nil && err == nil {
+			err = &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("close: %w", cerr)}
+		}
+	}
+	for _, d := range t.deser {
+		d.Close()
+	}
+	if t.cfg.Gate != nil {
+		t.cfg.Gate.Close()
+	}
+	for _, p := range t.cfg.Outputs {
+		if err != nil {
+			p.Release()
+		} else {
+			p.ReleaseProducer()
+		}
+	}
+	if t.ckpt != nil {
+		t.ckpt.close()
+	}
+	t.closeStates()
+	// Drop mails that arrived too late.
+	for {
+		select {
+		case <-t.mail:
+		default:
+			return err
+		}
+	}
+}
+
+func (t *Task) collectMetrics(total time.Duration) {
+	for _, p := range t.cfg.Outputs {
+		s := p.Stats()
+		t.metrics.RecordsOut += s.Records
+		t.metrics.BytesOut += s.Bytes
+		t.metrics.BackPressured += s.BackPressured
+	}
+	t.metrics.Busy = max(0, total-t.metrics.Idle-t.metrics.BackPressured)
+}
+
+// runMails runs every queued mail.
+func (t *Task) runMails() error {
+	for {
+		select {
+		case m := <-t.mail:
+			if err := m(); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// armFlush sets the next flush deadline.
+func (t *Task) armFlush() {
+	if t.cfg.FlushAlways || len(t.cfg.Outputs) == 0 {
+		return
+	}
+	t.flushDeadline = time.Now().Add(t.cfg.BufferTimeout)
+}
+
+// maybeFlush flushes the outputs if the buffer timeout passed.
+func (t *Task) maybeFlush(now time.Time) {
+	if t.flushDeadline.IsZero() || now.Before(t.flushDeadline) {
+		return
+	}
+	t.flushOutputs()
+	t.flushDeadline = now.Add(t.cfg.BufferTimeout)
+}
+
+func (t *Task) flushOutputs() {
+	for _, p := range t.cfg.Outputs {
+		p.Flush()
+	}
+}
+
+// wait blocks until ready fires, a mail arrives, the flush deadline passes
+// or ctx is done, and counts the time as idle (or back-pressured when
+// waiting for output buffers).
+func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure bool) error {
+	start := time.Now()
+	var timerC <-chan time.Time
+	if !t.flushDeadline.IsZero() {
+		t.timer.Reset(max(t.flushDeadline.Sub(start), 0))
+		timerC = t.timer.C
+	}
+	var err error
+	select {
+	case <-ready:
+	case m := <-t.mail:
+		err = m()
+	case <-timerC:
+		timerC = nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if timerC != nil && !t.timer.Stop() {
+		select {
+		case <-t.timer.C:
+		default:
+		}
+	}
+	now := time.Now()
+	if backPressure {
+		t.metrics.BackPressured += now.Sub(start)
+	} else {
+		t.metrics.Idle += now.Sub(start)
+	}
+	t.maybeFlush(now)
+	return err
+}
+
+// outputsBlocked returns a channel to wait on when some output has no free
+// buffer, or nil.
+func (t *Task) outputsBlocked() <-chan struct{} {
+	for _, p := range t.cfg.Outputs {
+		if ch := p.Available(); ch != nil {
+			return ch
+		}
+	}
+	return nil
+}
+
+func (t *Task) runSource(ctx context.Context) error {
+	src := t.cfg.Source
+	for {
+		if err := t.runMails(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if ch := t.outputsBlocked(); ch != nil {
+			if err := t.wait(ctx, ch, true); err != nil {
+				return err
+			}
+			continue
+		}
+		for i := 0; i < sourceBatch; i++ {
+			st, err := src.PollNext()
+			if err != nil {
+				return t.wrapErr(err)
+			}
+			switch st {
+			case MoreAvailable:
+				continue
+			case NothingAvailable:
+				if err := t.wait(ctx, src.Available(), false); err != nil {
+					return err
+				}
+			case EndOfInput:
+				return t.runMails()
+			}
+			break
+		}
+		t.maybeFlush(time.Now())
+	}
+}
+
+func (t *Task) wrapErr(err error) error {
+	var te *Error
+	if errors.As(err, &te) {
+		if te.Task == "" {
+			te.Task = t.cfg.Name
+		}
+		return err
+	}
+	return &Error{Task: t.cfg.Name, Err: err}
+}
+
+func (t *Task) runInput(ctx context.Context) error {
+	gate := t.cfg.Gate
+	in := t.cfg.Input
+	for !t.inputEnded {
+		if err := t.runMails(); err != nil {
+			return err
+		}
+		ch, b, err := gate.PollNext()
+		if err != nil {
+			return t.wrapErr(err)
+		}
+		if b == nil {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := t.wait(ctx, gate.Ready(), false); err != nil {
+				return err
+			}
+			continue
+		}
+		if !b.IsData() {
+			err := t.handleEvent(ch, b)
+			b.Release()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		t.metrics.BytesIn += int64(b.Len())
+		d := t.deser[ch]
+		d.SetBuffer(b)
+		n := int64(0)
+		for {
+			rec, ok, err := d.Next()
+			if err != nil {
+				return t.wrapErr(err)
+			}
+			if !ok {
+				break
+			}
+			n++
+			if err := in.ProcessRecord(rec); err != nil {
+				t.metrics.RecordsIn += n
+				return t.wrapErr(err)
+			}
+		}
+		t.metrics.RecordsIn += n
+		t.maybeFlush(time.Now())
+	}
+	return t.runMails()
+}
+
+// handleEvent handles one event buffer from channel ch.
+func (t *Task) handleEvent(ch int, b *buffer.Buffer) error {
+	ev, err := decodeEvent(b.Bytes())
+	if err != nil {
+		return &Error{Task: t.cfg.Name, Err: fmt.Errorf("channel %s: %w", t.cfg.Gate.Channel(ch).Name(), err)}
+	}
+	switch ev.kind {
+	case evEndOfPartition:
+		if t.deser[ch].Pending() {
+			return &Error{Task: t.cfg.Name, Err: fmt.Errorf("channel %s: end of partition inside a record", t.cfg.Gate.Channel(ch).Name())}
+		}
+		t.finishedCh++
+		if t.ckpt != nil {
+			t.ckpt.handler.ProcessEndOfPartition(barrier.ChannelIndex(ch))
+		}
+		t.cfg.Gate.Channel(ch).Release()
+		if t.finishedCh == t.cfg.Gate.NumChannels() {
+			t.inputEnded = true
+		}
+	case evBarrier:
+		if t.ckpt == nil {
+			// Checkpointing is off here but a producer sent a barrier:
+			// nothing to align, keep consuming.
+			t.cfg.Gate.Resume(ch)
+			return nil
+		}
+		return t.ckpt.onBarrier(ch, ev.barrier)
+	case evCancel:
+		if t.ckpt != nil {
+			t.ckpt.handler.ProcessCancel(barrier.ChannelIndex(ch), ev.cancelID)
+			return t.ckpt.err()
+		}
+	case evEndOfData, evWatermark:
+		// No event time yet: nothing to do.
+	}
+	return nil
+}

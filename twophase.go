@@ -1,0 +1,233 @@
+package weir
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/task"
+)
+
+// TwoPhaseCommitter is a transactional sink (Flink's
+// TwoPhaseCommitSinkFunction): values are written into a transaction; at a
+// checkpoint the open transaction is pre-committed and its handle becomes
+// part of the checkpoint; once the checkpoint completes it is committed.
+// After a failure, transactions of the checkpoint the job restores from
+// are committed again (Commit must be idempotent) and the open one is
+// aborted, so every value reaches the sink's destination exactly once.
+//
+// One committer value is created per subtask (see TwoPhaseCommitSink) and
+// used from that subtask's goroutine only.
+type TwoPhaseCommitter[T, Txn any] interface {
+	// Begin starts a new transaction.
+	Begin() (Txn, error)
+	// Write adds v to txn.
+	Write(txn Txn, v T) error
+	// PreCommit makes txn durable but invisible (flush, fsync).
+	PreCommit(txn Txn) error
+	// Commit makes a pre-committed txn visible. It must be idempotent: it
+	// may run again for a transaction already committed.
+	Commit(txn Txn) error
+	// Abort discards txn. It must tolerate a transaction that is already
+	// gone.
+	Abort(txn Txn) error
+}
+
+// TwoPhaseCommitSink writes s through one committer per subtask
+// (newCommitter is called once per subtask and attempt). txnCodec
+// serializes transaction handles into the sink's checkpointed state.
+func TwoPhaseCommitSink[T, Txn any](s *Stream[T], txnCodec codec.Codec[Txn], newCommitter func(subtask, parallelism int) (TwoPhaseCommitter[T, Txn], error)) *Sink {
+	final := s.env.finalCommits()
+	return addSink(s, "two-phase-commit sink", func(rc *runtimeContext) (collector[T], task.Operator, error) {
+		c, err := newCommitter(rc.subtask, rc.parallelism)
+		if err != nil {
+			return nil, nil, err
+		}
+		o := &twoPhaseOp[T, Txn]{opBase: base(rc), c: c, tc: txnCodec, final: final}
+		return o, o, nil
+	})
+}
+
+// pendingTxn is a pre-committed transaction waiting for its checkpoint.
+type pendingTxn[Txn any] struct {
+	id  barrier.CheckpointID
+	txn Txn
+}
+
+type twoPhaseOp[T, Txn any] struct {
+	opBase
+	c       TwoPhaseCommitter[T, Txn]
+	tc      codec.Codec[Txn]
+	final   *finalCommits
+	current Txn
+	open    bool
+	pending []pendingTxn[Txn]
+	st      *state.OperatorListState[[]byte]
+}
+
+// State element: checkpoint id (8 bytes, 0 = the open transaction) + txn.
+func (o *twoPhaseOp[T, Txn]) encode(id barrier.CheckpointID, txn Txn) []byte {
+	b := codec.Uint64().Append(nil, uint64(id))
+	return o.tc.Append(b, txn)
+}
+
+func (o *twoPhaseOp[T, Txn]) Open(ctx *task.OperatorContext) error {
+	st, err := state.GetOperatorListState(ctx.OperatorState, state.ListDescriptor[[]byte]{Name: "2pc-transactions", Codec: codec.Bytes()}, state.SplitDistribute)
+	if err != nil {
+		return err
+	}
+	o.st = st
+	if ctx.Restored {
+		elems, err := st.Get()
+		if err != nil {
+			return err
+		}
+		// Pre-committed transactions of the restored (completed) checkpoint
+		// are committed; open transactions of it are aborted.
+		for _, e := range elems {
+			if len(e) < 8 {
+				return fmt.Errorf("weir: sink %s: corrupt transaction state", o.name)
+			}
+			id, _ := codec.Uint64().Decode(e[:8])
+			txn, err := o.tc.Decode(e[8:])
+			if err != nil {
+				return fmt.Errorf("weir: sink %s: transaction state: %w", o.name, err)
+			}
+			if id == 0 {
+				if err := o.c.Abort(txn); err != nil {
+					return fmt.Errorf("weir: sink %s: aborting a restored transaction: %w", o.name, err)
+				}
+				continue
+			}
+			if err := o.c.Commit(txn); err != nil {
+				return fmt.Errorf("weir: sink %s: committing a restored transaction: %w", o.name, err)
+			}
+		}
+		if err := st.Update(nil); err != nil {
+			return err
+		}
+	}
+	return o.begin()
+}
+
+func (o *twoPhaseOp[T, Txn]) begin() error {
+	txn, err := o.c.Begin()
+	if err != nil {
+		return o.fail(fmt.Errorf("begin transaction: %w", err))
+	}
+	o.current, o.open = txn, true
+	return nil
+}
+
+func (o *twoPhaseOp[T, Txn]) collect(v T) (err error) {
+	defer o.catch(&err)
+	if err := o.c.Write(o.current, v); err != nil {
+		return o.fail(err)
+	}
+	return nil
+}
+
+func (o *twoPhaseOp[T, Txn]) SnapshotState(id barrier.CheckpointID) error {
+	if err := o.c.PreCommit(o.current); err != nil {
+		return o.fail(fmt.Errorf("pre-commit for checkpoint %d: %w", id, err))
+	}
+	o.pending = append(o.pending, pendingTxn[Txn]{id: id, txn: o.current})
+	o.open = false
+	if err := o.begin(); err != nil {
+		return err
+	}
+	elems := make([][]byte, 0, len(o.pending)+1)
+	for _, p := range o.pending {
+		elems = append(elems, o.encode(p.id, p.txn))
+	}
+	elems = append(elems, o.encode(0, o.current))
+	return o.st.Update(elems)
+}
+
+func (o *twoPhaseOp[T, Txn]) NotifyCheckpointComplete(id barrier.CheckpointID) error {
+	n := 0
+	for _, p := range o.pending {
+		if p.id > id {
+			break
+		}
+		if err := o.c.Commit(p.txn); err != nil {
+			return o.fail(fmt.Errorf("commit for checkpoint %d: %w", p.id, err))
+		}
+		n++
+	}
+	o.pending = slices.Delete(o.pending, 0, n)
+	return nil
+}
+
+// Finish pre-commits the open transaction. Everything pending is committed
+// once the whole job has finished: a failure before that replays from the
+// last checkpoint, and these transactions are aborted instead.
+func (o *twoPhaseOp[T, Txn]) Finish() error {
+	if err := o.c.PreCommit(o.current); err != nil {
+		return o.fail(fmt.Errorf("final pre-commit: %w", err))
+	}
+	txns := make([]Txn, 0, len(o.pending)+1)
+	for _, p := range o.pending {
+		txns = append(txns, p.txn)
+	}
+	txns = append(txns, o.current)
+	o.pending, o.open = nil, false
+	c := o.c
+	o.final.add(func(commit bool) error {
+		var errs []error
+		for _, t := range txns {
+			if commit {
+				errs = append(errs, c.Commit(t))
+			} else {
+				errs = append(errs, c.Abort(t))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	return nil
+}
+
+func (o *twoPhaseOp[T, Txn]) Close() error {
+	if o.open {
+		o.open = false
+		return o.c.Abort(o.current)
+	}
+	return nil
+}
+
+// finalCommits holds what finished sinks commit once the job attempt
+// succeeded (or abort when it failed).
+type finalCommits struct {
+	mu  sync.Mutex
+	fns []func(commit bool) error
+}
+
+func (f *finalCommits) add(fn func(commit bool) error) {
+	f.mu.Lock()
+	f.fns = append(f.fns, fn)
+	f.mu.Unlock()
+}
+
+// resolve commits or aborts everything registered and forgets it.
+func (f *finalCommits) resolve(commit bool) error {
+	f.mu.Lock()
+	fns := f.fns
+	f.fns = nil
+	f.mu.Unlock()
+	var errs []error
+	for _, fn := range fns {
+		errs = append(errs, fn(commit))
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Environment) finalCommits() *finalCommits {
+	if e.final == nil {
+		e.final = &finalCommits{}
+	}
+	return e.final
+}
