@@ -96,6 +96,12 @@ func (r responder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap st
 }
 
 func (r responder) Decline(k state.TaskKey, id barrier.CheckpointID, reason error) {
+	if errors.Is(reason, task.ErrNotRunning) {
+		// The task finished: the job is ending and checkpointing is
+		// detached as soon as the first task finishes, which aborts this
+		// checkpoint without counting it as a failure.
+		return
+	}
 	r.c.Decline(k, id, reason)
 }
 

@@ -247,6 +247,10 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		if r := recover(); r != nil {
 			err = &Error{Task: t.cfg.Name, Err: &PanicError{Value: r, Stack: debug.Stack()}}
 		}
+		if err == nil {
+			// A finished task completes the snapshots it started.
+			t.asyncWG.Wait()
+		}
 		cancel()
 		t.asyncWG.Wait()
 		err = t.cleanup(err)

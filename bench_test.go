@@ -1,0 +1,70 @@
+package weir_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/codec"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type kv struct{ K, V int64 }
+
+var kvCodec = codec.Struct2(
+	codec.Int64(), func(x kv) int64 { return x.K },
+	codec.Int64(), func(x kv) int64 { return x.V },
+	func(k, v int64) kv { return kv{k, v} })
+
+// keyedSum builds source of (int64 key, int64 value) -> keyBy -> keyed sum
+// -> discarding sink.
+func keyedSum(env *weir.Environment, n int64) {
+	src := weir.FromGenerator(env, n, func(i int64) kv { return kv{i & 1023, i} }).WithCodec(kvCodec)
+	sums := weir.Reduce(weir.KeyBy(src, func(x kv) int64 { return x.K }, codec.Int64()),
+		func(a, b kv) kv { return kv{a.K, a.V + b.V} })
+	weir.Discard(sums)
+}
+
+func BenchmarkJobInProcess(b *testing.B) {
+	for _, p := range []int{1, 2} {
+		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
+			b.ReportAllocs()
+			env := weir.NewEnvironment(weir.WithParallelism(p))
+			keyedSum(env, int64(b.N))
+			if _, err := env.Execute(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+func BenchmarkCheckpointOverhead(b *testing.B) {
+	for _, iv := range []time.Duration{0, 100 * time.Millisecond} {
+		name := "interval=none"
+		if iv > 0 {
+			name = "interval=" + iv.String()
+		}
+		b.Run(name, func(b *testing.B) {
+			opts := []weir.Option{weir.WithParallelism(1)}
+			if iv > 0 {
+				opts = append(opts, weir.WithCheckpointing(weir.CheckpointConfig{Interval: iv}))
+			}
+			env := weir.NewEnvironment(opts...)
+			keyedSum(env, int64(b.N))
+			res, err := env.Execute(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			if res.Checkpoints != nil {
+				b.ReportMetric(float64(res.Checkpoints.Completed), "checkpoints")
+			}
+		})
+	}
+}

@@ -1,0 +1,113 @@
+package weir_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/codec"
+)
+
+// keyedSumJob: source -> map (fails on chosen records) -> keyBy -> running
+// sum -> collect. It returns the final sum per key and the number of
+// outputs collected.
+func keyedSumJob(t *testing.T, mode weir.CheckpointConfig, n int64, p int, failAt []int64, dir string) (map[int64]int64, int, *weir.Result) {
+	t.Helper()
+	env := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(mode), weir.WithBufferTimeout(time.Millisecond))
+	var processed atomic.Int64
+	next := atomic.Int64{}
+	src := weir.FromGenerator(env, n, func(i int64) [2]int64 { return [2]int64{i % 37, i} }).WithCodec(pairCodec)
+	m := weir.Map(src, func(v [2]int64) [2]int64 {
+		c := processed.Add(1)
+		if k := next.Load(); int(k) < len(failAt) && c >= failAt[k] && next.CompareAndSwap(k, k+1) {
+			panic(fmt.Sprintf("injected failure %d at record %d", k, c))
+		}
+		return v
+	}).Name("faulty").WithCodec(pairCodec)
+	sums := weir.Reduce(weir.KeyBy(m, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
+		func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).Name("sum")
+	got, _ := weir.Collect(sums)
+	res, err := env.Execute(context.Background())
+	require.NoError(t, err)
+	final := map[int64]int64{}
+	for _, v := range got.Values() {
+		final[v[0]] = max(final[v[0]], v[1])
+	}
+	return final, len(got.Values()), res
+}
+
+func TestExactlyOnceRecoveryFromInjectedFailures(t *testing.T) {
+	const n = 200000
+	want := map[int64]int64{}
+	for i := int64(0); i < n; i++ {
+		want[i%37] += i
+	}
+	for _, p := range []int{1, 2} {
+		seed := uint64(time.Now().UnixNano())
+		r := rand.New(rand.NewPCG(seed, uint64(p)))
+		var failAt []int64
+		at := int64(0)
+		for k := 0; k < 3; k++ {
+			at += 20000 + r.Int64N(40000)
+			failAt = append(failAt, at)
+		}
+		t.Run(fmt.Sprintf("p=%d/seed=%d", p, seed), func(t *testing.T) {
+			final, count, res := keyedSumJob(t, weir.CheckpointConfig{Interval: 10 * time.Millisecond}, n, p, failAt, "")
+			require.Equal(t, want, final)
+			// Exactly once: one output per input, none twice.
+			require.Equal(t, n, count)
+			require.Equal(t, len(failAt), res.Restarts)
+			require.Zero(t, res.LeakedSegments)
+			require.NotNil(t, res.Checkpoints)
+			require.Positive(t, res.Checkpoints.Completed)
+		})
+	}
+}
+
+func TestAtLeastOnceLosesNothing(t *testing.T) {
+	const n = 100000
+	want := map[int64]int64{}
+	for i := int64(0); i < n; i++ {
+		want[i%37] += i
+	}
+	final, count, res := keyedSumJob(t, weir.CheckpointConfig{Interval: 10 * time.Millisecond, Mode: weir.AtLeastOnce}, n, 2, []int64{30000}, "")
+	require.GreaterOrEqual(t, count, n)
+	for k, w := range want {
+		require.GreaterOrEqual(t, final[k], w, "key %d", k)
+	}
+	require.Equal(t, 1, res.Restarts)
+}
+
+func TestFileCheckpointsSurviveRestart(t *testing.T) {
+	const n = 100000
+	want := map[int64]int64{}
+	for i := int64(0); i < n; i++ {
+		want[i%37] += i
+	}
+	final, count, res := keyedSumJob(t, weir.CheckpointConfig{Interval: 10 * time.Millisecond, Dir: t.TempDir()}, n, 2, []int64{50000}, "")
+	require.Equal(t, want, final)
+	require.Equal(t, n, count)
+	require.Equal(t, 1, res.Restarts)
+}
+
+func TestCheckpointConfigValidation(t *testing.T) {
+	for name, c := range map[string]weir.CheckpointConfig{
+		"negative interval": {Interval: -time.Second},
+		"zero interval":     {},
+		"timeout < pause":   {Interval: time.Second, MinPause: time.Minute, Timeout: time.Second},
+		"retained < 0":      {Interval: time.Second, Retained: -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := weir.NewEnvironment(weir.WithCheckpointing(c))
+			weir.Discard(weir.FromGenerator(env, 1, func(i int64) int64 { return i }))
+			_, err := env.Execute(context.Background())
+			require.Error(t, err)
+		})
+	}
+}
