@@ -111,3 +111,34 @@ func TestCheckpointConfigValidation(t *testing.T) {
 		})
 	}
 }
+
+// Fifty task kills across ten seeded runs of a 3-stage keyed job at
+// parallelism 2: state and committed output equal the no-failure run.
+func TestFiftyKillsExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	const n = 60000
+	want := map[int64]int64{}
+	for i := int64(0); i < n; i++ {
+		want[i%37] += i
+	}
+	base := uint64(time.Now().UnixNano())
+	kills := 0
+	for run := 0; run < 10; run++ {
+		seed := base + uint64(run)
+		r := rand.New(rand.NewPCG(seed, 7))
+		var failAt []int64
+		at := int64(0)
+		for k := 0; k < 5; k++ {
+			at += 1 + r.Int64N(n/3)
+			failAt = append(failAt, at)
+		}
+		final, count, res := keyedSumJob(t, weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 10}, n, 2, failAt, "")
+		require.Equal(t, want, final, "seed %d", seed)
+		require.Equal(t, n, count, "seed %d", seed)
+		require.Equal(t, len(failAt), res.Restarts, "seed %d", seed)
+		kills += res.Restarts
+	}
+	require.GreaterOrEqual(t, kills, 50)
+}
