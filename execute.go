@@ -302,6 +302,11 @@ func (e *Environment) Execute(ctx context.Context) (*Result, error) {
 	}
 	err = runAttempt(ctx, d)
 	res.Tasks = collectMetrics(d)
+	if e.final != nil {
+		if ferr := e.final.resolve(err == nil); ferr != nil && err == nil {
+			err = fmt.Errorf("weir: final commit: %w", ferr)
+		}
+	}
 	return res, err
 }
 

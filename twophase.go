@@ -202,8 +202,15 @@ func (o *twoPhaseOp[T, Txn]) Close() error {
 // finalCommits holds what finished sinks commit once the job attempt
 // succeeded (or abort when it failed).
 type finalCommits struct {
-	mu  sync.Mutex
-	fns []func(commit bool) error
+	mu       sync.Mutex
+	fns      []func(commit bool) error
+	cleanups []func() error // run after a successful job's commits
+}
+
+func (f *finalCommits) addCleanup(fn func() error) {
+	f.mu.Lock()
+	f.cleanups = append(f.cleanups, fn)
+	f.mu.Unlock()
 }
 
 func (f *finalCommits) add(fn func(commit bool) error) {
@@ -221,6 +228,14 @@ func (f *finalCommits) resolve(commit bool) error {
 	var errs []error
 	for _, fn := range fns {
 		errs = append(errs, fn(commit))
+	}
+	if commit && errors.Join(errs...) == nil {
+		f.mu.Lock()
+		cl := f.cleanups
+		f.mu.Unlock()
+		for _, fn := range cl {
+			errs = append(errs, fn())
+		}
 	}
 	return errors.Join(errs...)
 }

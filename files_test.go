@@ -1,0 +1,67 @@
+package weir_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weirstream/weir"
+)
+
+// A file read by the replayable file source and written by the exactly-once
+// file sink, with failures injected: the committed part files hold every
+// line exactly once.
+func TestFileSourceToFileSinkExactlyOnce(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	var sb strings.Builder
+	const n = 30000
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&sb, "line-%d\n", i)
+	}
+	require.NoError(t, os.WriteFile(in, []byte(sb.String()), 0o644))
+	out := filepath.Join(dir, "out")
+
+	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk")}))
+	var seen, failures atomic.Int64
+	lines := weir.Map(weir.FromFile(env, in), func(s string) string {
+		if c := seen.Add(1); (c == 8000 || c == 21000) && failures.Add(1) <= 2 {
+			panic("injected")
+		}
+		return strings.ToUpper(s)
+	}).Rebalance()
+	weir.FileSink(lines, out, func(s string) []byte { return []byte(s) })
+	res, err := env.Execute(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Restarts)
+
+	var got []string
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.False(t, strings.HasSuffix(e.Name(), ".inprogress"), "uncommitted file %s left", e.Name())
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(out, e.Name()))
+		require.NoError(t, err)
+		got = append(got, strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")...)
+	}
+	got = slices.DeleteFunc(got, func(s string) bool { return s == "" })
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("LINE-%d", i)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	require.Equal(t, want, got)
+}
