@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -156,7 +157,17 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 	if storage == nil {
 		var err error
 		if cc.Dir == "" {
-			storage = state.NewMemoryStorage()
+			// A private directory, removed when the job ends: checkpoints
+			// do not outlive the process, savepoints (exported elsewhere)
+			// do.
+			tmp, err := os.MkdirTemp("", "weir-checkpoints-*")
+			if err != nil {
+				return fmt.Errorf("weir: checkpoint storage: %w", err)
+			}
+			defer os.RemoveAll(tmp)
+			if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: tmp, Logger: e.cfg.logger}); err != nil {
+				return fmt.Errorf("weir: checkpoint storage: %w", err)
+			}
 		} else if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: cc.Dir, Logger: e.cfg.logger}); err != nil {
 			return fmt.Errorf("weir: checkpoint storage: %w", err)
 		}
@@ -184,6 +195,8 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 		return fmt.Errorf("weir: %w", err)
 	}
 	ck := &checkpointing{coord: coord, storage: storage, mode: cc.Mode}
+	var restore *state.Metadata
+
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -198,7 +211,6 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 		*res.Checkpoints = coord.Stats()
 	}()
 
-	var restore *state.Metadata
 	for {
 		d, err := e.deployCheckpointed(g, pool, ck, restore, storage)
 		if err != nil {

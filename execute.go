@@ -273,7 +273,32 @@ func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partit
 // been processed, the job fails (after its restart strategy gave up), or
 // ctx is cancelled. Invalid configuration is reported here.
 func (e *Environment) Execute(ctx context.Context) (*Result, error) {
-	start := time.Now()
+	j, err := e.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return j.Wait()
+}
+
+// Job is a running job.
+type Job struct {
+	done   chan struct{}
+	res    *Result
+	err    error
+	cancel context.CancelFunc
+}
+
+// Cancel stops the job; Wait then returns context.Canceled.
+func (j *Job) Cancel() { j.cancel() }
+
+// Wait blocks until the job ended and returns its result.
+func (j *Job) Wait() (*Result, error) {
+	<-j.done
+	return j.res, j.err
+}
+
+// Start validates the job and starts running it in the background.
+func (e *Environment) Start(ctx context.Context) (*Job, error) {
 	if err := e.cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -281,6 +306,18 @@ func (e *Environment) Execute(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	j := &Job{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(j.done)
+		defer cancel()
+		j.res, j.err = e.run(ctx, g)
+	}()
+	return j, nil
+}
+
+func (e *Environment) run(ctx context.Context, g *jobGraph) (*Result, error) {
+	start := time.Now()
 	pool, err := buffer.NewGlobalPool(buffer.Config{SegmentSize: e.cfg.segmentSize, NumSegments: e.cfg.numSegments})
 	if err != nil {
 		return nil, fmt.Errorf("weir: %w", err)
