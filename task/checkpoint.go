@@ -306,21 +306,18 @@ func (t *Task) declineSnapshot(id barrier.CheckpointID, op Operator, err error) 
 // statePrefix is a file-name-safe, unique prefix for one operator's state
 // files of one subtask.
 func statePrefix(key state.TaskKey, opIndex int, opID string) string {
-	clean := strings.Map(func(r rune) rune {
+	return fmt.Sprintf("%s-%d-op%d-%s", fileSafe(key.Vertex), key.Subtask, opIndex, fileSafe(opID))
+}
+
+// fileSafe replaces every rune outside [A-Za-z0-9_-] with '_'.
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
 			return r
 		}
 		return '_'
-	}, opID)
-	v := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			return r
-		}
-		return '_'
-	}, key.Vertex)
-	return fmt.Sprintf("%s-%d-op%d-%s", v, key.Subtask, opIndex, clean)
+	}, s)
 }
 
 // initStates creates (and restores) every operator's state backends.
