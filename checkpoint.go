@@ -82,7 +82,7 @@ type checkpointing struct {
 	tasks map[state.TaskKey]*task.Task
 }
 
-func (ck *checkpointing) taskConfig(key state.TaskKey, restore *state.Metadata) *task.CheckpointConfig {
+func (ck *checkpointing) taskConfig() *task.CheckpointConfig {
 	return &task.CheckpointConfig{Mode: ck.mode, Storage: ck.storage, Responder: responder{ck.coord}}
 }
 
@@ -212,7 +212,7 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 	}()
 
 	for {
-		d, err := e.deployCheckpointed(g, pool, ck, restore, storage)
+		d, err := e.deploy(g, pool, ck, restore)
 		if err != nil {
 			return err
 		}
@@ -278,13 +278,4 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 			restore = &m
 		}
 	}
-}
-
-func (e *Environment) deployCheckpointed(g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, restore *state.Metadata, r state.StateReader) (*deployment, error) {
-	d, err := e.deploy(g, pool, ck, restore)
-	if err != nil {
-		return nil, err
-	}
-	_ = r
-	return d, nil
 }

@@ -261,7 +261,7 @@ func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partit
 		cfg.Input = v.nodes[0].decoder(nextIn)
 	}
 	if ck != nil {
-		cfg.Checkpoint = ck.taskConfig(cfg.Key, restore)
+		cfg.Checkpoint = ck.taskConfig()
 		if restore != nil {
 			cfg.Restore = restoreConfig(restore, v.id, ck.storage)
 		}

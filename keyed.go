@@ -40,8 +40,7 @@ func keyedOp[T, K, Out any](ks *KeyedStream[T, K], name string, build func(rc *r
 	e := &edge{from: s.n, to: n, partitioning: network.Hash}
 	n.input = e
 	s.n.outputs = append(s.n.outputs, e)
-	hasherFactory := ks.keyHasher
-	e.keyHash = hasherFactory // a factory: each writer gets its own scratch
+	e.keyHash = ks.keyHasher // a factory: each writer gets its own scratch
 	n.decoder = decoderFor(s)
 	n.instantiate = func(rc *runtimeContext, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[Out])

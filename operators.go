@@ -45,7 +45,7 @@ func base(rc *runtimeContext) opBase {
 
 // Map returns a stream of fn applied to every value of s.
 func Map[In, Out any](s *Stream[In], fn func(In) Out) *Stream[Out] {
-	return addOp(s, "map", network0, func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
+	return addOp(s, "map", func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
 		o := &mapOp[In, Out]{opBase: base(rc), fn: fn, next: next}
 		return o, o
 	})
@@ -64,7 +64,7 @@ func (o *mapOp[In, Out]) collect(v In) (err error) {
 
 // MapErr is Map with a function that may fail; an error fails the task.
 func MapErr[In, Out any](s *Stream[In], fn func(In) (Out, error)) *Stream[Out] {
-	return addOp(s, "map", network0, func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
+	return addOp(s, "map", func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
 		o := &mapErrOp[In, Out]{opBase: base(rc), fn: fn, next: next}
 		return o, o
 	})
@@ -87,7 +87,7 @@ func (o *mapErrOp[In, Out]) collect(v In) (err error) {
 
 // Filter returns the values of s for which keep returns true.
 func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
-	out := addOp(s, "filter", network0, func(rc *runtimeContext, next collector[T]) (collector[T], task.Operator) {
+	out := addOp(s, "filter", func(rc *runtimeContext, next collector[T]) (collector[T], task.Operator) {
 		o := &filterOp[T]{opBase: base(rc), fn: keep, next: next}
 		return o, o
 	})
@@ -112,7 +112,7 @@ func (o *filterOp[T]) collect(v T) (err error) {
 // FlatMap calls fn for every value of s; fn emits any number of outputs
 // through emit.
 func FlatMap[In, Out any](s *Stream[In], fn func(v In, emit func(Out))) *Stream[Out] {
-	return addOp(s, "flat map", network0, func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
+	return addOp(s, "flat map", func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
 		o := &flatMapOp[In, Out]{opBase: base(rc), fn: fn, next: next}
 		o.emit = func(v Out) {
 			if o.err == nil {
@@ -138,12 +138,9 @@ func (o *flatMapOp[In, Out]) collect(v In) (err error) {
 	return err
 }
 
-// network0 marks a forward (chainable) connection.
-const network0 = 0
-
 // addOp adds a one-input operator consuming s. build makes one subtask's
 // operator given its downstream collector.
-func addOp[In, Out any](s *Stream[In], name string, _ int, build func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator)) *Stream[Out] {
+func addOp[In, Out any](s *Stream[In], name string, build func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator)) *Stream[Out] {
 	n := s.env.addNode(&node{name: name})
 	connect(s, n, 0, nil)
 	n.decoder = decoderFor(s)

@@ -39,8 +39,6 @@ type node struct {
 	outputs     []*edge // consumers
 	chainable   bool    // may chain to its input
 
-	// outCodecOK reports whether the node's output type has a codec; set by
-	// the typed Stream when an output edge needs serialization.
 	// instantiate builds one subtask's operator. out is a collector[Out]
 	// (or nil for sinks). It returns the operator's input: a collector[In]
 	// (or a task.Source for sources) and the task-level operator.

@@ -57,39 +57,11 @@ func exchange(b *testing.B, n int, recSize int) {
 		p.ReleaseProducer()
 		done <- nil
 	}()
-	d := NewDeserializer("bench", 0)
-	var got, sum uint64
-	for {
-		_, buf, err := gate.PollNext()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if buf == nil {
-			<-gate.Ready()
-			continue
-		}
-		if !buf.IsData() {
-			buf.Release()
-			break
-		}
-		d.SetBuffer(buf)
-		for {
-			rec, ok, err := d.Next()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			sum += binary.BigEndian.Uint64(rec)
-			got++
-		}
-	}
+	got, sum := drainGate(b, gate)
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
 	gate.Close()
-	d.Close()
 	if got != uint64(n) || sum != uint64(n)*uint64(n-1)/2 {
 		b.Fatalf("got %d records (sum %d), want %d", got, sum, n)
 	}
@@ -161,3 +133,37 @@ func benchDeserialize(b *testing.B, recSize int) {
 
 func BenchmarkDeserialize16(b *testing.B)  { benchDeserialize(b, 16) }
 func BenchmarkDeserialize100(b *testing.B) { benchDeserialize(b, 100) }
+
+// drainGate reads gate until its end-of-partition event, deserializing
+// every record, and returns how many it read and the sum of their leading
+// big-endian uint64s.
+func drainGate(b *testing.B, gate *InputGate) (got, sum uint64) {
+	d := NewDeserializer("bench", 0)
+	defer d.Close()
+	for {
+		_, buf, err := gate.PollNext()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if buf == nil {
+			<-gate.Ready()
+			continue
+		}
+		if !buf.IsData() {
+			buf.Release()
+			return got, sum
+		}
+		d.SetBuffer(buf)
+		for {
+			rec, ok, err := d.Next()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			sum += binary.BigEndian.Uint64(rec)
+			got++
+		}
+	}
+}

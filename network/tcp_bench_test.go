@@ -88,40 +88,12 @@ func tcpExchange(b *testing.B, n, recSize int) {
 		p.ReleaseProducer()
 		done <- nil
 	}()
-	d := NewDeserializer("bench", 0)
-	var got, sum uint64
-	for {
-		_, buf, err := gate.PollNext()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if buf == nil {
-			<-gate.Ready()
-			continue
-		}
-		if !buf.IsData() {
-			buf.Release()
-			break
-		}
-		d.SetBuffer(buf)
-		for {
-			rec, ok, err := d.Next()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			sum += binary.BigEndian.Uint64(rec)
-			got++
-		}
-	}
+	got, sum := drainGate(b, gate)
 	b.StopTimer()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
 	gate.Close()
-	d.Close()
 	cm.Close()
 	cpool.Close()
 	if got != uint64(n) || sum != uint64(n)*uint64(n-1)/2 {

@@ -3,7 +3,6 @@ package task
 import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/internal/keygroup"
-	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
 )
 
@@ -87,7 +86,3 @@ type Source interface {
 	// more; called after NothingAvailable.
 	Available() <-chan struct{}
 }
-
-// Outputs are the partitions a task writes, used for flushing, events and
-// back-pressure checks.
-type Outputs = []*network.ResultPartition
