@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
@@ -65,6 +70,17 @@ func WithCheckpointing(c CheckpointConfig) Option {
 	return optionFunc(func(cfg *config) { cfg.ckpt = &c })
 }
 
+// WithRestoreFrom starts the job from a savepoint (the path
+// Job.TriggerSavepoint returned), a retained checkpoint (a chk-N directory)
+// or the newest valid checkpoint of a checkpoint directory. Operators are
+// matched by their UIDs (see Stream.UID); sources resume from their saved
+// positions. It needs WithCheckpointing. The restore point is only read:
+// retention never deletes it unless it lies in the job's own checkpoint
+// directory.
+func WithRestoreFrom(path string) Option {
+	return optionFunc(func(cfg *config) { cfg.restoreFrom = path })
+}
+
 // WithRestartStrategy sets how a failed job restarts (default with
 // checkpointing: fixed delay, unlimited attempts, no delay would spin, so
 // 10 attempts with 100 ms delay; without checkpointing: no restart).
@@ -77,9 +93,11 @@ type checkpointing struct {
 	coord   *coordinator.CheckpointCoordinator
 	storage state.Storage
 	mode    barrier.Mode
+	from    *restorePoint // the job's starting point (WithRestoreFrom), or nil
 
-	mu    sync.Mutex
-	tasks map[state.TaskKey]*task.Task
+	mu            sync.Mutex
+	tasks         map[state.TaskKey]*task.Task
+	cancelAttempt context.CancelCauseFunc // of the running attempt
 }
 
 func (ck *checkpointing) taskConfig() *task.CheckpointConfig {
@@ -134,10 +152,10 @@ func (ck *checkpointing) NotifyCheckpointAborted(k state.TaskKey, id barrier.Che
 	}
 }
 
-// restoreConfig extracts what one vertex needs from a checkpoint.
-func restoreConfig(m *state.Metadata, vertex string, r state.StateReader) *task.RestoreConfig {
-	rc := &task.RestoreConfig{ID: m.ID, Operators: map[string][]state.OperatorSubtaskState{}, Reader: r}
-	for k, snap := range m.Tasks {
+// restoreConfig extracts what one vertex needs from a restore point.
+func restoreConfig(rp *restorePoint, vertex string) *task.RestoreConfig {
+	rc := &task.RestoreConfig{ID: rp.meta.ID, Operators: map[string][]state.OperatorSubtaskState{}, Reader: rp.reader}
+	for k, snap := range rp.meta.Tasks {
 		if k.Vertex != vertex {
 			continue
 		}
@@ -148,30 +166,176 @@ func restoreConfig(m *state.Metadata, vertex string, r state.StateReader) *task.
 	return rc
 }
 
-// runWithCheckpointing runs the job attempt by attempt: each failure
-// restarts every task from the latest completed checkpoint, as long as the
-// restart strategy allows.
-func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, pool *buffer.GlobalPool, res *Result) error {
+// newCheckpointing sets up the job's checkpoint storage and coordinator and
+// opens the restore point, if the job starts from one. cleanup removes
+// what only this run needed (a private checkpoint directory).
+func (e *Environment) newCheckpointing() (_ *checkpointing, _ func(), err error) {
 	cc := e.cfg.ckpt
+	cleanup := func() {}
 	storage := cc.Storage
 	if storage == nil {
-		var err error
-		if cc.Dir == "" {
+		dir := cc.Dir
+		if dir == "" {
 			// A private directory, removed when the job ends: checkpoints
 			// do not outlive the process, savepoints (exported elsewhere)
 			// do.
 			tmp, err := os.MkdirTemp("", "weir-checkpoints-*")
 			if err != nil {
-				return fmt.Errorf("weir: checkpoint storage: %w", err)
+				return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
 			}
-			defer os.RemoveAll(tmp)
-			if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: tmp, Logger: e.cfg.logger}); err != nil {
-				return fmt.Errorf("weir: checkpoint storage: %w", err)
-			}
-		} else if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: cc.Dir, Logger: e.cfg.logger}); err != nil {
-			return fmt.Errorf("weir: checkpoint storage: %w", err)
+			dir, cleanup = tmp, func() { os.RemoveAll(tmp) }
+		}
+		if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: dir, Logger: e.cfg.logger}); err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
 		}
 	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	ck := &checkpointing{storage: storage, mode: cc.Mode}
+	var claim bool
+	if e.cfg.restoreFrom != "" {
+		rp, c, err := openRestorePoint(e.cfg.restoreFrom, storage, e.cfg.logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		ck.from, claim = rp, c
+		e.cfg.logger.Info("restoring", zap.String("from", e.cfg.restoreFrom),
+			zap.Uint64("checkpoint", uint64(rp.meta.ID)), zap.Stringer("kind", rp.meta.Kind))
+	}
+	opts := []coordinator.Option{
+		coordinator.WithLogger(e.cfg.logger),
+		coordinator.OnFailure(func(err error) { ck.failAttempt(err) }),
+	}
+	if fs, ok := storage.(*state.FileStorage); ok {
+		// Continue after checkpoints an earlier run left in the directory
+		// instead of overwriting them.
+		if ids, err := fs.Checkpoints(); err == nil && len(ids) > 0 {
+			opts = append(opts, coordinator.WithFirstCheckpointID(ids[0]+1))
+		}
+	}
+	if ck.coord, err = coordinator.New(cc.coordinatorConfig(), storage, opts...); err != nil {
+		return nil, nil, fmt.Errorf("weir: %w", err)
+	}
+	if ck.from != nil {
+		if err := ck.coord.Restore(ck.from.meta, claim); err != nil {
+			return nil, nil, fmt.Errorf("weir: %w", err)
+		}
+	}
+	return ck, cleanup, nil
+}
+
+// restorePoint is a completed checkpoint or savepoint and the storage that
+// reads its state files.
+type restorePoint struct {
+	meta   state.Metadata
+	reader state.StateReader
+}
+
+// openRestorePoint opens path, which is a savepoint directory, a
+// checkpoint directory (chk-N) or a checkpoint storage directory (its
+// newest checkpoint whose files all verify). claim reports a checkpoint of
+// own, the job's own storage: it is subject to retention; anything else is
+// only read.
+func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *restorePoint, claim bool, err error) {
+	fail := func(err error) (*restorePoint, bool, error) {
+		return nil, false, fmt.Errorf("weir: restore from %s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fail(err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return fail(err)
+	}
+	if !fi.IsDir() {
+		return fail(errors.New("not a directory"))
+	}
+	ownDir := ""
+	if fs, ok := own.(*state.FileStorage); ok && fs.Dir() != "" {
+		ownDir, _ = filepath.Abs(fs.Dir())
+	}
+	base := filepath.Base(abs)
+	if v, ok := strings.CutPrefix(base, "chk-"); ok {
+		id, perr := strconv.ParseUint(v, 10, 64)
+		if perr != nil || id == 0 {
+			return fail(errors.New("not a checkpoint directory"))
+		}
+		parent := filepath.Dir(abs)
+		fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: parent, Logger: log})
+		if err != nil {
+			return fail(err)
+		}
+		m, err := fs.ReadMetadata(barrier.CheckpointID(id))
+		if err != nil {
+			return fail(err)
+		}
+		for _, h := range m.StreamHandles() {
+			if err := fs.VerifyState(h); err != nil {
+				return fail(err)
+			}
+		}
+		if parent == ownDir {
+			return &restorePoint{meta: m, reader: own}, true, nil
+		}
+		return &restorePoint{meta: m, reader: fs}, false, nil
+	}
+	if _, err := os.Stat(filepath.Join(abs, state.MetadataFile)); err == nil {
+		m, sp, err := state.OpenSavepoint(abs, log)
+		if err != nil {
+			return fail(err)
+		}
+		return &restorePoint{meta: m, reader: sp}, false, nil
+	}
+	// A checkpoint storage directory: its newest good checkpoint.
+	if abs == ownDir {
+		m, err := own.Latest()
+		if err != nil {
+			return fail(err)
+		}
+		return &restorePoint{meta: m, reader: own}, true, nil
+	}
+	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: abs, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	m, err := fs.Latest()
+	if err != nil {
+		return fail(err)
+	}
+	return &restorePoint{meta: m, reader: fs}, false, nil
+}
+
+// failAttempt fails the running attempt (too many failed checkpoints).
+func (ck *checkpointing) failAttempt(err error) {
+	ck.mu.Lock()
+	cancel := ck.cancelAttempt
+	ck.mu.Unlock()
+	if cancel != nil {
+		cancel(err)
+	}
+}
+
+// restorePointFor returns where a (re)started attempt restores from.
+func (ck *checkpointing) restorePointFor() *restorePoint {
+	m, ok := ck.coord.LatestCompleted()
+	if !ok {
+		return nil
+	}
+	if ck.from != nil && m.ID == ck.from.meta.ID {
+		return ck.from
+	}
+	return &restorePoint{meta: m, reader: ck.storage}
+}
+
+// runWithCheckpointing runs the job attempt by attempt: each failure
+// restarts every task from the latest completed checkpoint, as long as the
+// restart strategy allows.
+func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, res *Result) error {
 	restart := e.cfg.restart
 	if restart == nil {
 		fd, err := coordinator.NewFixedDelay(coordinator.FixedDelayConfig{Attempts: 10, Delay: 100 * time.Millisecond})
@@ -182,20 +346,7 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	attemptCancel := func(error) {}
-	var acMu sync.Mutex
-	coord, err := coordinator.New(cc.coordinatorConfig(), storage,
-		coordinator.WithLogger(e.cfg.logger),
-		coordinator.OnFailure(func(err error) {
-			acMu.Lock()
-			defer acMu.Unlock()
-			attemptCancel(err)
-		}))
-	if err != nil {
-		return fmt.Errorf("weir: %w", err)
-	}
-	ck := &checkpointing{coord: coord, storage: storage, mode: cc.Mode}
-	var restore *state.Metadata
+	coord := ck.coord
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -212,11 +363,13 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 	}()
 
 	for {
+		restore := ck.restorePointFor()
 		d, err := e.deploy(g, pool, ck, restore)
 		if err != nil {
 			return err
 		}
 		var sources, all []state.TaskKey
+		actx, acancel := context.WithCancelCause(ctx)
 		ck.mu.Lock()
 		ck.tasks = map[state.TaskKey]*task.Task{}
 		for _, t := range d.tasks {
@@ -226,14 +379,12 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 				sources = append(sources, t.Key())
 			}
 		}
+		ck.cancelAttempt = acancel
 		ck.mu.Unlock()
 		if err := coord.Attach(sources, all, ck); err != nil {
+			acancel(nil)
 			return fmt.Errorf("weir: %w", err)
 		}
-		actx, acancel := context.WithCancelCause(ctx)
-		acMu.Lock()
-		attemptCancel = acancel
-		acMu.Unlock()
 		var once sync.Once
 		err = runAttemptHook(actx, d, func() {
 			// A bounded job is ending: no further checkpoint can complete.
@@ -248,7 +399,7 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 		final := e.final
 		if err == nil {
 			if final != nil {
-				if cerr := final.resolve(true); cerr != nil {
+				if cerr := final.resolve(true, 0); cerr != nil {
 					return fmt.Errorf("weir: final commit: %w", cerr)
 				}
 			}
@@ -256,7 +407,11 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 			return nil
 		}
 		if final != nil {
-			_ = final.resolve(false)
+			var upTo barrier.CheckpointID
+			if m, ok := coord.LatestCompleted(); ok {
+				upTo = m.ID
+			}
+			_ = final.resolve(false, upTo)
 		}
 		if ctx.Err() != nil {
 			_ = coord.Shutdown(coordinator.JobCanceled)
@@ -271,11 +426,9 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
+			_ = coord.Shutdown(coordinator.JobCanceled)
 			return err
 		}
 		res.Restarts++
-		if m, ok := coord.LatestCompleted(); ok {
-			restore = &m
-		}
 	}
 }

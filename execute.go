@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
@@ -142,7 +145,7 @@ type partitionKey struct {
 }
 
 // deploy builds one attempt: partitions, gates and tasks for every subtask.
-func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, restore *state.Metadata) (*deployment, error) {
+func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, restore *restorePoint) (*deployment, error) {
 	d := &deployment{}
 	parts := map[partitionKey]*network.ResultPartition{}
 	fail := func(err error) (*deployment, error) {
@@ -186,7 +189,7 @@ func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpoin
 	return d, nil
 }
 
-func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partitionKey]*network.ResultPartition, ck *checkpointing, restore *state.Metadata) (*task.Task, error) {
+func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partitionKey]*network.ResultPartition, ck *checkpointing, restore *restorePoint) (*task.Task, error) {
 	tname := fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism)
 	flushAlways := e.cfg.bufferTimeoutSet && e.cfg.bufferTimeout == 0
 	var outputs []*network.ResultPartition
@@ -263,7 +266,7 @@ func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partit
 	if ck != nil {
 		cfg.Checkpoint = ck.taskConfig()
 		if restore != nil {
-			cfg.Restore = restoreConfig(restore, v.id, ck.storage)
+			cfg.Restore = restoreConfig(restore, v.id)
 		}
 	}
 	return task.New(cfg)
@@ -286,6 +289,68 @@ type Job struct {
 	res    *Result
 	err    error
 	cancel context.CancelFunc
+	ck     *checkpointing // nil without checkpointing
+}
+
+// ErrNoCheckpointing is returned by the Job's checkpoint methods when the
+// job runs without WithCheckpointing.
+var ErrNoCheckpointing = errors.New("weir: checkpointing is not enabled for this job")
+
+// TriggerSavepoint takes a savepoint of the running job: a consistent
+// snapshot of every operator's state (aligned, whatever the checkpointing
+// mode) exported into a new directory under dir, whose path it returns.
+// Start a job from it with WithRestoreFrom. A savepoint is not a restore
+// point for failover and commits no side effects: transactional sinks
+// commit its transactions with the next checkpoint, or when a job starts
+// from it. To stop a job at a savepoint, TriggerSavepoint and then Cancel:
+// what the job wrote after the savepoint stays uncommitted.
+//
+// It blocks until the savepoint completed or failed (a
+// *coordinator.CheckpointError) or ctx ends. It fails while the job is
+// restarting or finishing.
+func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
+	if j.ck == nil {
+		return "", ErrNoCheckpointing
+	}
+	if dir == "" {
+		return "", errors.New("weir: savepoint needs a target directory")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("weir: savepoint: %w", err)
+	}
+	p, err := j.ck.coord.TriggerSavepoint(ctx, abs)
+	return p, wrapTriggerErr("savepoint", err)
+}
+
+// TriggerCheckpoint takes a checkpoint now (or as soon as fewer than
+// MaxConcurrent are in progress) and returns its ID once it completed.
+// Errors as for TriggerSavepoint.
+func (j *Job) TriggerCheckpoint(ctx context.Context) (barrier.CheckpointID, error) {
+	if j.ck == nil {
+		return 0, ErrNoCheckpointing
+	}
+	m, err := j.ck.coord.TriggerCheckpoint(ctx)
+	return m.ID, wrapTriggerErr("checkpoint", err)
+}
+
+func wrapTriggerErr(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, coordinator.ErrNotAttached), errors.Is(err, coordinator.ErrClosed):
+		return fmt.Errorf("weir: %s: the job is not running (restarting or ended): %w", what, err)
+	}
+	return fmt.Errorf("weir: %s: %w", what, err)
+}
+
+// CheckpointStats returns the job's checkpoint statistics so far (the zero
+// Stats without checkpointing).
+func (j *Job) CheckpointStats() CheckpointStats {
+	if j.ck == nil {
+		return CheckpointStats{}
+	}
+	return j.ck.coord.Stats()
 }
 
 // Cancel stops the job; Wait then returns context.Canceled.
@@ -306,17 +371,25 @@ func (e *Environment) Start(ctx context.Context) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	j := &Job{done: make(chan struct{})}
+	cleanup := func() {}
+	if e.cfg.ckpt != nil {
+		if j.ck, cleanup, err = e.newCheckpointing(); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	j := &Job{done: make(chan struct{}), cancel: cancel}
+	j.cancel = cancel
 	go func() {
 		defer close(j.done)
+		defer cleanup()
 		defer cancel()
-		j.res, j.err = e.run(ctx, g)
+		j.res, j.err = e.run(ctx, g, j.ck)
 	}()
 	return j, nil
 }
 
-func (e *Environment) run(ctx context.Context, g *jobGraph) (*Result, error) {
+func (e *Environment) run(ctx context.Context, g *jobGraph, ck *checkpointing) (*Result, error) {
 	start := time.Now()
 	pool, err := buffer.NewGlobalPool(buffer.Config{SegmentSize: e.cfg.segmentSize, NumSegments: e.cfg.numSegments})
 	if err != nil {
@@ -330,8 +403,8 @@ func (e *Environment) run(ctx context.Context, g *jobGraph) (*Result, error) {
 			e.cfg.logger.Error("network segments leaked", zap.Int("segments", res.LeakedSegments))
 		}
 	}()
-	if e.cfg.ckpt != nil {
-		return res, e.runWithCheckpointing(ctx, g, pool, res)
+	if ck != nil {
+		return res, e.runWithCheckpointing(ctx, g, pool, ck, res)
 	}
 	d, err := e.deploy(g, pool, nil, nil)
 	if err != nil {
@@ -340,7 +413,7 @@ func (e *Environment) run(ctx context.Context, g *jobGraph) (*Result, error) {
 	err = runAttempt(ctx, d)
 	res.Tasks = collectMetrics(d)
 	if e.final != nil {
-		if ferr := e.final.resolve(err == nil); ferr != nil && err == nil {
+		if ferr := e.final.resolve(err == nil, 0); ferr != nil && err == nil {
 			err = fmt.Errorf("weir: final commit: %w", ferr)
 		}
 	}

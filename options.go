@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,6 +27,7 @@ type config struct {
 	chaining         bool
 	ckpt             *CheckpointConfig
 	restart          RestartStrategy
+	restoreFrom      string
 	errs             []error
 }
 
@@ -69,6 +71,9 @@ func (c *config) validate() error {
 		if err := c.ckpt.validate(); err != nil {
 			return err
 		}
+	}
+	if c.restoreFrom != "" && c.ckpt == nil {
+		return errors.New("weir: WithRestoreFrom needs WithCheckpointing")
 	}
 	return nil
 }

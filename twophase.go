@@ -170,20 +170,20 @@ func (o *twoPhaseOp[T, Txn]) Finish() error {
 	if err := o.c.PreCommit(o.current); err != nil {
 		return o.fail(fmt.Errorf("final pre-commit: %w", err))
 	}
-	txns := make([]Txn, 0, len(o.pending)+1)
-	for _, p := range o.pending {
-		txns = append(txns, p.txn)
-	}
-	txns = append(txns, o.current)
+	// The last transaction belongs to no checkpoint (ID 0).
+	txns := append(slices.Clone(o.pending), pendingTxn[Txn]{txn: o.current})
 	o.pending, o.open = nil, false
 	c := o.c
-	o.final.add(func(commit bool) error {
+	o.final.add(func(commit bool, completed barrier.CheckpointID) error {
 		var errs []error
 		for _, t := range txns {
-			if commit {
-				errs = append(errs, c.Commit(t))
+			// A transaction of a completed checkpoint is committed even
+			// when the job failed: the restore commits it anyway, and
+			// aborting it first would lose its values.
+			if commit || (t.id != 0 && t.id <= completed) {
+				errs = append(errs, c.Commit(t.txn))
 			} else {
-				errs = append(errs, c.Abort(t))
+				errs = append(errs, c.Abort(t.txn))
 			}
 		}
 		return errors.Join(errs...)
@@ -203,7 +203,7 @@ func (o *twoPhaseOp[T, Txn]) Close() error {
 // succeeded (or abort when it failed).
 type finalCommits struct {
 	mu       sync.Mutex
-	fns      []func(commit bool) error
+	fns      []func(commit bool, completed barrier.CheckpointID) error
 	cleanups []func() error // run after a successful job's commits
 }
 
@@ -213,21 +213,23 @@ func (f *finalCommits) addCleanup(fn func() error) {
 	f.mu.Unlock()
 }
 
-func (f *finalCommits) add(fn func(commit bool) error) {
+func (f *finalCommits) add(fn func(commit bool, completed barrier.CheckpointID) error) {
 	f.mu.Lock()
 	f.fns = append(f.fns, fn)
 	f.mu.Unlock()
 }
 
-// resolve commits or aborts everything registered and forgets it.
-func (f *finalCommits) resolve(commit bool) error {
+// resolve commits (commit) or aborts everything registered and forgets
+// it; after a failure, transactions of checkpoints up to completed (the
+// latest completed one) are committed all the same.
+func (f *finalCommits) resolve(commit bool, completed barrier.CheckpointID) error {
 	f.mu.Lock()
 	fns := f.fns
 	f.fns = nil
 	f.mu.Unlock()
 	var errs []error
 	for _, fn := range fns {
-		errs = append(errs, fn(commit))
+		errs = append(errs, fn(commit, completed))
 	}
 	if commit && errors.Join(errs...) == nil {
 		f.mu.Lock()

@@ -76,6 +76,17 @@ func WithRandSeed(seed uint64) Option {
 	})
 }
 
+// WithFirstCheckpointID makes checkpoint IDs start at id (default 1): a job
+// whose storage already holds checkpoints of an earlier run starts past
+// them instead of overwriting them.
+func WithFirstCheckpointID(id barrier.CheckpointID) Option {
+	return optionFunc(func(c *CheckpointCoordinator) {
+		if id > 0 {
+			c.firstID = id
+		}
+	})
+}
+
 // OnFailure sets the function told when the job must fail because too many
 // consecutive checkpoints failed (the error wraps ErrTooManyFailures). The
 // job runner should fail the job, Detach, and restart it per its
@@ -105,6 +116,7 @@ type CheckpointCoordinator struct {
 	clock     clock.Clock
 	rnd       *rand.Rand // guarded by mu
 	onFailure func(error)
+	firstID   barrier.CheckpointID
 
 	wake     chan struct{} // buffered(1): the core has effects or a new deadline
 	done     chan struct{} // closed when shutdown starts
@@ -149,6 +161,7 @@ func New(cfg Config, storage Storage, opts ...Option) (*CheckpointCoordinator, e
 		c.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	c.mu.core = newCore(cfg)
+	c.mu.core.nextID = max(c.mu.core.nextID, c.firstID)
 	c.mu.waiters = make(map[requestID]chan result)
 	return c, nil
 }
@@ -290,13 +303,14 @@ func (c *CheckpointCoordinator) Detach(reason error) {
 
 // Restore seeds the coordinator with the checkpoint or savepoint the job
 // starts from: it becomes the latest completed restore point and the next
-// checkpoint ID follows m.ID. A restored checkpoint is subject to
-// retention like any other; a restored savepoint is never discarded. Call
-// it before Attach (ErrAttached otherwise).
-func (c *CheckpointCoordinator) Restore(m state.Metadata) error {
+// checkpoint ID follows m.ID. A claimed checkpoint (one in this
+// coordinator's own Storage) is subject to retention like any other; a
+// savepoint or an unclaimed checkpoint is never discarded. Call it before
+// Attach (ErrAttached otherwise).
+func (c *CheckpointCoordinator) Restore(m state.Metadata, claim bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := c.mu.core.restore(m)
+	err := c.mu.core.restore(m, claim)
 	c.moveEffectsLocked() // retention may discard; Run carries it out
 	return err
 }

@@ -286,8 +286,11 @@ func (c *core) shutdown(status JobStatus, now time.Time) bool {
 
 // restore seeds the store and the next ID from the checkpoint or savepoint
 // the job starts from. It becomes the latest completed restore point;
-// newer entries of the store leave it (they are not discarded).
-func (c *core) restore(m state.Metadata) error {
+// newer entries of the store leave it (they are not discarded). A claimed
+// checkpoint joins the store and is subject to retention; a savepoint or
+// an unclaimed checkpoint (one in another job's storage) is never
+// discarded.
+func (c *core) restore(m state.Metadata, claim bool) error {
 	switch {
 	case c.closed:
 		return ErrClosed
@@ -298,7 +301,7 @@ func (c *core) restore(m state.Metadata) error {
 	}
 	c.nextID = max(c.nextID, m.ID+1)
 	c.store = slices.DeleteFunc(c.store, func(s state.Metadata) bool { return s.ID >= m.ID })
-	if m.Kind == barrier.Savepoint {
+	if m.Kind == barrier.Savepoint || !claim {
 		c.restored = &m
 		return nil
 	}
@@ -536,8 +539,15 @@ func (c *core) complete(p *pending, path string, now time.Time) {
 		}
 	}
 	c.stats.complete(p.stats, path, now)
-	for _, t := range p.att.all {
-		c.emit(notifyComplete{gw: p.att.gw, task: t, id: p.id})
+	if p.kind == barrier.Checkpoint {
+		// A savepoint commits no side effects (as in Flink since 1.15): it
+		// is not a restore point, so a transaction committed for it would
+		// be replayed after a failover to an older checkpoint. Its
+		// transactions are committed by the next checkpoint, or by a job
+		// that starts from it.
+		for _, t := range p.att.all {
+			c.emit(notifyComplete{gw: p.att.gw, task: t, id: p.id})
+		}
 	}
 	if p.req.id != 0 {
 		c.emit(resolve{req: p.req.id, meta: meta, path: path})

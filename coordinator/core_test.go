@@ -114,7 +114,7 @@ func render(effs []effect) string {
 //	tick, detach, shutdown STATUS
 //	ack ID TASK | ackall ID | decline ID TASK | triggerfail ID TASK
 //	persisted ID [fail] [path=P]
-//	request REQ [savepoint DIR] | cancel REQ | restore ID [savepoint]
+//	request REQ [savepoint DIR] | cancel REQ | restore ID [savepoint] [unclaimed]
 //	latest => ID  |  pending => N  |  next => offset
 type script struct {
 	t   *testing.T
@@ -222,7 +222,8 @@ func (s *script) step(cmd string) string {
 		if len(args) > 2 && args[2] == "savepoint" {
 			m.Kind = barrier.Savepoint
 		}
-		if err := c.restore(m); err != nil {
+		claim := len(args) <= 2 || args[len(args)-1] != "unclaimed"
+		if err := c.restore(m, claim); err != nil {
 			return reasonName(err)
 		}
 	case "latest":
@@ -466,7 +467,7 @@ func TestCore(t *testing.T) {
 				"request r1 savepoint /sp @1m1s => trigger 2 s/0 savepoint",
 				"pending => 2",
 				"ackall 2 => export 2 /sp",
-				"persisted 2 path=/sp/sp-2 @1m2s => discard 2; complete 2 x3; resolve r1 ok 2",
+				"persisted 2 path=/sp/sp-2 @1m2s => discard 2; resolve r1 ok 2", // no side effects committed
 				"ackall 1 => persist 1",
 				"persisted 1 => complete 1 x3",
 				"latest => 1 checkpoint",
@@ -562,6 +563,20 @@ func TestCore(t *testing.T) {
 				"ackall 8 => persist 8",
 				"persisted 8 => complete 8 x3",
 				"latest => 8 checkpoint",
+			},
+		},
+		{
+			name: "an unclaimed checkpoint is never discarded",
+			cfg:  Config{Interval: time.Minute},
+			script: []string{
+				"restore 7 unclaimed =>",
+				"latest => 7 checkpoint",
+				"attach delay=1m =>",
+				"tick @1m => trigger 8 s/0 checkpoint",
+				"ackall 8 => persist 8",
+				"persisted 8 => complete 8 x3",
+				"latest => 8 checkpoint",
+				"shutdown finished => discard 8",
 			},
 		},
 		{

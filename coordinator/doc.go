@@ -12,7 +12,9 @@
 // task is told and its files are discarded. More than
 // Config.TolerableFailures consecutive failed checkpoints fail the job.
 // A savepoint is a checkpoint the user asks for, exported into its own
-// directory, never deleted by retention and never a failover restore point.
+// directory, never deleted by retention and never a failover restore point;
+// tasks are not told it completed, so it commits no side effects (as in
+// Flink since 1.15).
 //
 // Inside is a pure state machine (no goroutines, clocks or I/O; time is an
 // argument) that decides; the CheckpointCoordinator is the thin driver that
@@ -25,8 +27,8 @@
 // The caller's duties, in order:
 //
 //  1. New(cfg, storage, opts...) builds a coordinator; it starts nothing.
-//     Restore(m) seeds it with the checkpoint or savepoint the job starts
-//     from, if any (checkpoint IDs continue after m.ID).
+//     Restore(m, claim) seeds it with the checkpoint or savepoint the job
+//     starts from, if any (checkpoint IDs continue after m.ID).
 //  2. Attach(sources, all, gateway) when a job attempt is deployed:
 //     checkpointing starts for its tasks, the first periodic checkpoint
 //     after a random delay in [MinPause, Interval].

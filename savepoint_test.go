@@ -1,0 +1,190 @@
+package weir_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/codec"
+)
+
+// throttledSumJob is keyedSumJob's graph with a map that closes reached
+// after `at` records and from then on slows down, so that the job is still
+// running when the test acts on it.
+func throttledSumJob(env *weir.Environment, n, at int64, reached chan struct{}) *weir.Collected[[2]int64] {
+	var seen atomic.Int64
+	src := weir.FromGenerator(env, n, func(i int64) [2]int64 { return [2]int64{i % 37, i} }).WithCodec(pairCodec)
+	m := weir.Map(src, func(v [2]int64) [2]int64 {
+		switch c := seen.Add(1); {
+		case c == at && reached != nil:
+			close(reached)
+		case c > at && reached != nil:
+			time.Sleep(20 * time.Microsecond) // throttle, not synchronisation
+		}
+		return v
+	}).Name("throttle").WithCodec(pairCodec)
+	sums := weir.Reduce(weir.KeyBy(m, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
+		func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).Name("sum")
+	got, _ := weir.Collect(sums)
+	return got
+}
+
+func wantSums(n int64) map[int64]int64 {
+	want := map[int64]int64{}
+	for i := int64(0); i < n; i++ {
+		want[i%37] += i
+	}
+	return want
+}
+
+func finalSums(vs [][2]int64) map[int64]int64 {
+	final := map[int64]int64{}
+	for _, v := range vs {
+		final[v[0]] = max(final[v[0]], v[1])
+	}
+	return final
+}
+
+// A savepoint of a running job, the job cancelled, a new job started from
+// the savepoint: together they count every record exactly once.
+func TestSavepointStopAndResume(t *testing.T) {
+	const n, at = 100000, 30000
+	spDir := t.TempDir()
+	for _, p := range []int{1, 2} {
+		// A long interval: only the manual savepoint is taken.
+		ckpt := weir.CheckpointConfig{Interval: time.Hour}
+		env := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt), weir.WithBufferTimeout(time.Millisecond))
+		reached := make(chan struct{})
+		throttledSumJob(env, n, at, reached)
+		job, err := env.Start(context.Background())
+		require.NoError(t, err)
+		<-reached
+		sp, err := job.TriggerSavepoint(context.Background(), spDir)
+		require.NoError(t, err)
+		require.DirExists(t, sp)
+		job.Cancel()
+		res, err := job.Wait()
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, 1, res.Checkpoints.Completed)
+		require.Equal(t, sp, res.Checkpoints.History[0].SavepointPath)
+
+		env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
+			weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
+		got := throttledSumJob(env2, n, at, nil)
+		res, err = env2.Execute(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
+		require.Len(t, got.Values(), n, "p=%d: one output per input", p)
+		require.Zero(t, res.LeakedSegments)
+		// The savepoint is never deleted.
+		require.DirExists(t, sp)
+	}
+}
+
+// A retained checkpoint of a cancelled job resumes in a new job, which
+// continues the checkpoint IDs in the same directory.
+func TestResumeFromRetainedCheckpoint(t *testing.T) {
+	const n, at = 100000, 30000
+	dir := t.TempDir()
+	ckpt := weir.CheckpointConfig{Interval: time.Hour, Dir: dir, RetainOnCancel: true}
+	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithBufferTimeout(time.Millisecond))
+	reached := make(chan struct{})
+	throttledSumJob(env, n, at, reached)
+	job, err := env.Start(context.Background())
+	require.NoError(t, err)
+	<-reached
+	id, err := job.TriggerCheckpoint(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, job.CheckpointStats().Completed)
+	job.Cancel()
+	_, err = job.Wait()
+	require.ErrorIs(t, err, context.Canceled)
+	require.DirExists(t, filepath.Join(dir, "chk-"+strconv.FormatUint(uint64(id), 10)))
+
+	env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt),
+		weir.WithRestoreFrom(dir), weir.WithBufferTimeout(time.Millisecond))
+	got := throttledSumJob(env2, n, at, nil)
+	job2, err := env2.Start(context.Background())
+	require.NoError(t, err)
+	id2, err := job2.TriggerCheckpoint(context.Background())
+	if err == nil { // the job may already have finished
+		require.Greater(t, id2, id, "checkpoint IDs continue after the restored one")
+	}
+	_, err = job2.Wait()
+	require.NoError(t, err)
+	require.Equal(t, wantSums(n), finalSums(got.Values()))
+	require.Len(t, got.Values(), n)
+}
+
+func TestRestoreFromCorruptSavepointFails(t *testing.T) {
+	const n, at = 50000, 10000
+	spDir := t.TempDir()
+	ckpt := weir.CheckpointConfig{Interval: time.Hour}
+	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt))
+	reached := make(chan struct{})
+	throttledSumJob(env, n, at, reached)
+	job, err := env.Start(context.Background())
+	require.NoError(t, err)
+	<-reached
+	sp, err := job.TriggerSavepoint(context.Background(), spDir)
+	require.NoError(t, err)
+	job.Cancel()
+	_, _ = job.Wait()
+
+	// Flip a byte in one state file.
+	entries, err := os.ReadDir(sp)
+	require.NoError(t, err)
+	corrupted := false
+	for _, e := range entries {
+		if e.Name() == "_metadata" {
+			continue
+		}
+		f := filepath.Join(sp, e.Name())
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		if len(b) == 0 {
+			continue
+		}
+		b[len(b)/2] ^= 0xff
+		require.NoError(t, os.WriteFile(f, b, 0o644))
+		corrupted = true
+		break
+	}
+	require.True(t, corrupted)
+	env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(sp))
+	throttledSumJob(env2, n, at, nil)
+	_, err = env2.Execute(context.Background())
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "restore from "+sp)
+
+	env3 := weir.NewEnvironment(weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(filepath.Join(spDir, "missing")))
+	throttledSumJob(env3, n, at, nil)
+	_, err = env3.Execute(context.Background())
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestSavepointNeedsCheckpointing(t *testing.T) {
+	env := weir.NewEnvironment()
+	reached := make(chan struct{})
+	throttledSumJob(env, 20000, 1000, reached)
+	job, err := env.Start(context.Background())
+	require.NoError(t, err)
+	<-reached
+	_, err = job.TriggerSavepoint(context.Background(), t.TempDir())
+	require.ErrorIs(t, err, weir.ErrNoCheckpointing)
+	job.Cancel()
+	_, _ = job.Wait()
+
+	env = weir.NewEnvironment(weir.WithRestoreFrom(t.TempDir()))
+	throttledSumJob(env, 10, 1, nil)
+	_, err = env.Execute(context.Background())
+	require.ErrorContains(t, err, "needs WithCheckpointing")
+}
+
