@@ -296,9 +296,9 @@ type Job struct {
 // job runs without WithCheckpointing.
 var ErrNoCheckpointing = errors.New("weir: checkpointing is not enabled for this job")
 
-// TriggerSavepoint takes a savepoint of the running job: a consistent
-// snapshot of every operator's state (aligned, whatever the checkpointing
-// mode) exported into a new directory under dir, whose path it returns.
+// TriggerSavepoint takes a savepoint of the running job: a snapshot of
+// every operator's state, with the guarantee of the job's checkpointing
+// mode, exported into a new directory under dir, whose path it returns.
 // Start a job from it with WithRestoreFrom. A savepoint is not a restore
 // point for failover and commits no side effects: transactional sinks
 // commit its transactions with the next checkpoint, or when a job starts
