@@ -151,7 +151,7 @@ func restoreConfig(m *state.Metadata, vertex string, r state.StateReader) *task.
 // runWithCheckpointing runs the job attempt by attempt: each failure
 // restarts every task from the latest completed checkpoint, as long as the
 // restart strategy allows.
-func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, pool *buffer.GlobalPool, res *Result) error {
+func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, pool *buffer.GlobalPool, res *Result, pl placement) error {
 	cc := e.cfg.ckpt
 	storage := cc.Storage
 	if storage == nil {
@@ -212,7 +212,7 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 	}()
 
 	for {
-		d, err := e.deploy(g, pool, ck, restore)
+		d, err := e.deploy(g, pool, ck, restore, pl.forAttempt(res.Restarts))
 		if err != nil {
 			return err
 		}
