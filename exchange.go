@@ -237,22 +237,7 @@ func (x *exchanges) teardown(ctx context.Context, attemptErr error) error {
 	x.closeConnections()
 	var err error
 	if attemptErr == nil {
-		for _, p := range x.served {
-			done, derr := x.dp.parts.Done(p.ID())
-			if derr != nil {
-				continue
-			}
-			select {
-			case <-done:
-			case <-ctx.Done():
-				if err == nil {
-					err = fmt.Errorf("weir: waiting for partition %s to be consumed: %w", p.Name(), context.Cause(ctx))
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
+		err = x.awaitConsumed(ctx)
 	}
 	failure := attemptErr
 	if failure == nil {
@@ -276,6 +261,23 @@ func (x *exchanges) teardown(ctx context.Context, attemptErr error) error {
 		lp.Close()
 	}
 	return err
+}
+
+// awaitConsumed waits until every served partition was read to its end
+// (or abandoned) and the connections that read it closed, or ctx ends.
+func (x *exchanges) awaitConsumed(ctx context.Context) error {
+	for _, p := range x.served {
+		done, err := x.dp.parts.Done(p.ID())
+		if err != nil {
+			return fmt.Errorf("weir: %w", err)
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("weir: waiting for partition %s to be consumed: %w", p.Name(), context.Cause(ctx))
+		}
+	}
+	return nil
 }
 
 // inProcessPlacement places every task of the job here. With TCP
