@@ -30,11 +30,17 @@ func keyedSum(env *weir.Environment, n int64) {
 	weir.Discard(sums)
 }
 
-func BenchmarkJobInProcess(b *testing.B) {
+func BenchmarkJobInProcess(b *testing.B) { benchmarkKeyedSum(b) }
+
+// BenchmarkJobTCP is BenchmarkJobInProcess with every exchange over
+// loopback TCP.
+func BenchmarkJobTCP(b *testing.B) { benchmarkKeyedSum(b, weir.WithTCPExchanges(true)) }
+
+func benchmarkKeyedSum(b *testing.B, opts ...weir.Option) {
 	for _, p := range []int{1, 2} {
 		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
 			b.ReportAllocs()
-			env := weir.NewEnvironment(weir.WithParallelism(p))
+			env := weir.NewEnvironment(append([]weir.Option{weir.WithParallelism(p)}, opts...)...)
 			keyedSum(env, int64(b.N))
 			if _, err := env.Execute(context.Background()); err != nil {
 				b.Fatal(err)

@@ -335,7 +335,7 @@ func (ck *checkpointing) restorePointFor() *restorePoint {
 // runWithCheckpointing runs the job attempt by attempt: each failure
 // restarts every task from the latest completed checkpoint, as long as the
 // restart strategy allows.
-func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, res *Result) error {
+func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, res *Result, pl placement) error {
 	restart := e.cfg.restart
 	if restart == nil {
 		fd, err := coordinator.NewFixedDelay(coordinator.FixedDelayConfig{Attempts: 10, Delay: 100 * time.Millisecond})
@@ -364,7 +364,7 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 
 	for {
 		restore := ck.restorePointFor()
-		d, err := e.deploy(g, pool, ck, restore)
+		d, err := e.deploy(g, pool, ck, restore, pl.forAttempt(res.Restarts))
 		if err != nil {
 			return err
 		}

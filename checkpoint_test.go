@@ -17,9 +17,9 @@ import (
 // keyedSumJob: source -> map (fails on chosen records) -> keyBy -> running
 // sum -> collect. It returns the final sum per key and the number of
 // outputs collected.
-func keyedSumJob(t *testing.T, mode weir.CheckpointConfig, n int64, p int, failAt []int64, dir string) (map[int64]int64, int, *weir.Result) {
+func keyedSumJob(t *testing.T, tr weir.Option, mode weir.CheckpointConfig, n int64, p int, failAt []int64, dir string) (map[int64]int64, int, *weir.Result) {
 	t.Helper()
-	env := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(mode), weir.WithBufferTimeout(time.Millisecond))
+	env := weir.NewEnvironment(tr, weir.WithParallelism(p), weir.WithCheckpointing(mode), weir.WithBufferTimeout(time.Millisecond))
 	var processed atomic.Int64
 	next := atomic.Int64{}
 	src := weir.FromGenerator(env, n, func(i int64) [2]int64 { return [2]int64{i % 37, i} }).WithCodec(pairCodec)
@@ -48,26 +48,28 @@ func TestExactlyOnceRecoveryFromInjectedFailures(t *testing.T) {
 	for i := int64(0); i < n; i++ {
 		want[i%37] += i
 	}
-	for _, p := range []int{1, 2} {
-		seed := uint64(time.Now().UnixNano())
-		r := rand.New(rand.NewPCG(seed, uint64(p)))
-		var failAt []int64
-		at := int64(0)
-		for k := 0; k < 3; k++ {
-			at += 20000 + r.Int64N(40000)
-			failAt = append(failAt, at)
+	for _, tr := range transports {
+		for _, p := range []int{1, 2} {
+			seed := uint64(time.Now().UnixNano())
+			r := rand.New(rand.NewPCG(seed, uint64(p)))
+			var failAt []int64
+			at := int64(0)
+			for k := 0; k < 3; k++ {
+				at += 20000 + r.Int64N(40000)
+				failAt = append(failAt, at)
+			}
+			t.Run(fmt.Sprintf("%s/p=%d/seed=%d", tr.name, p, seed), func(t *testing.T) {
+				final, count, res := keyedSumJob(t, tr.opt, weir.CheckpointConfig{Interval: 10 * time.Millisecond}, n, p, failAt, "")
+				require.Equal(t, want, final)
+				// Exactly once: one output per input, none twice.
+				require.Equal(t, n, count)
+				require.GreaterOrEqual(t, res.Restarts, 1)
+				require.LessOrEqual(t, res.Restarts, len(failAt))
+				require.Zero(t, res.LeakedSegments)
+				require.NotNil(t, res.Checkpoints)
+				require.Positive(t, res.Checkpoints.Completed)
+			})
 		}
-		t.Run(fmt.Sprintf("p=%d/seed=%d", p, seed), func(t *testing.T) {
-			final, count, res := keyedSumJob(t, weir.CheckpointConfig{Interval: 10 * time.Millisecond}, n, p, failAt, "")
-			require.Equal(t, want, final)
-			// Exactly once: one output per input, none twice.
-			require.Equal(t, n, count)
-			require.GreaterOrEqual(t, res.Restarts, 1)
-			require.LessOrEqual(t, res.Restarts, len(failAt))
-			require.Zero(t, res.LeakedSegments)
-			require.NotNil(t, res.Checkpoints)
-			require.Positive(t, res.Checkpoints.Completed)
-		})
 	}
 }
 
@@ -77,7 +79,7 @@ func TestAtLeastOnceLosesNothing(t *testing.T) {
 	for i := int64(0); i < n; i++ {
 		want[i%37] += i
 	}
-	final, count, res := keyedSumJob(t, weir.CheckpointConfig{Interval: 10 * time.Millisecond, Mode: weir.AtLeastOnce}, n, 2, []int64{30000}, "")
+	final, count, res := keyedSumJob(t, weir.WithTCPExchanges(false), weir.CheckpointConfig{Interval: 10 * time.Millisecond, Mode: weir.AtLeastOnce}, n, 2, []int64{30000}, "")
 	require.GreaterOrEqual(t, count, n)
 	for k, w := range want {
 		require.GreaterOrEqual(t, final[k], w, "key %d", k)
@@ -91,7 +93,7 @@ func TestFileCheckpointsSurviveRestart(t *testing.T) {
 	for i := int64(0); i < n; i++ {
 		want[i%37] += i
 	}
-	final, count, res := keyedSumJob(t, weir.CheckpointConfig{Interval: 10 * time.Millisecond, Dir: t.TempDir()}, n, 2, []int64{50000}, "")
+	final, count, res := keyedSumJob(t, weir.WithTCPExchanges(false), weir.CheckpointConfig{Interval: 10 * time.Millisecond, Dir: t.TempDir()}, n, 2, []int64{50000}, "")
 	require.Equal(t, want, final)
 	require.Equal(t, n, count)
 	require.Equal(t, 1, res.Restarts)
@@ -114,11 +116,29 @@ func TestCheckpointConfigValidation(t *testing.T) {
 }
 
 // Fifty task kills across ten seeded runs of a 3-stage keyed job at
-// parallelism 2: state and committed output equal the no-failure run.
+// parallelism 2: state and committed output equal the no-failure run. Over
+// TCP exchanges, twenty kills across four runs: every kill tears down the
+// attempt's connections and partitions, and the next attempt reads fresh
+// ones.
 func TestFiftyKillsExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
 	}
+	for _, tc := range []struct {
+		tr   weir.Option
+		name string
+		runs int
+	}{{transports[0].opt, transports[0].name, 10}, {transports[1].opt, transports[1].name, 4}} {
+		t.Run(tc.name, func(t *testing.T) {
+			kills := killRuns(t, tc.tr, tc.runs)
+			require.GreaterOrEqual(t, kills, 5*tc.runs)
+		})
+	}
+}
+
+// killRuns runs the keyed job runs times with five seeded kills each and
+// checks every run's output; it returns the kills planned.
+func killRuns(t *testing.T, tr weir.Option, runs int) int {
 	const n = 60000
 	want := map[int64]int64{}
 	for i := int64(0); i < n; i++ {
@@ -126,7 +146,7 @@ func TestFiftyKillsExactlyOnce(t *testing.T) {
 	}
 	base := uint64(time.Now().UnixNano())
 	kills := 0
-	for run := 0; run < 10; run++ {
+	for run := 0; run < runs; run++ {
 		seed := base + uint64(run)
 		r := rand.New(rand.NewPCG(seed, 7))
 		var failAt []int64
@@ -135,14 +155,15 @@ func TestFiftyKillsExactlyOnce(t *testing.T) {
 			at += 1 + r.Int64N(n/6) // five kills always fire: at most 5n/6 < n records
 			failAt = append(failAt, at)
 		}
-		final, count, res := keyedSumJob(t, weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 10}, n, 2, failAt, "")
+		final, count, res := keyedSumJob(t, tr, weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 10}, n, 2, failAt, "")
 		require.Equal(t, want, final, "seed %d", seed)
 		require.Equal(t, n, count, "seed %d", seed)
 		// Every planned kill fires (at most 5n/6 records in); two kills in
 		// one attempt cause one restart.
 		require.GreaterOrEqual(t, res.Restarts, 1, "seed %d", seed)
 		require.LessOrEqual(t, res.Restarts, len(failAt), "seed %d", seed)
+		require.Zero(t, res.LeakedSegments, "seed %d", seed)
 		kills += len(failAt)
 	}
-	require.GreaterOrEqual(t, kills, 50)
+	return kills
 }

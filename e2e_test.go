@@ -23,46 +23,65 @@ func sorted[T int64 | int | string](v []T) []T {
 	return v
 }
 
+// transports are the exchanges the end-to-end tests run over: in-memory
+// handover, and loopback TCP through weir's own server and client.
+var transports = []struct {
+	name string
+	opt  weir.Option
+}{
+	{"local", weir.WithTCPExchanges(false)},
+	{"tcp", weir.WithTCPExchanges(true)},
+}
+
+// forEachTransport runs f as a subtest per transport.
+func forEachTransport(t *testing.T, f func(t *testing.T, tr weir.Option)) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { f(t, tr.opt) })
+	}
+}
+
 // Jobs of 1-4 stages over parallelism 1..4 produce exactly the expected
 // multiset, with and without chaining.
 func TestStagesAndParallelism(t *testing.T) {
 	const n = 5000
-	for stages := 1; stages <= 4; stages++ {
-		for p := 1; p <= 4; p++ {
-			for _, chain := range []bool{true, false} {
-				t.Run(fmt.Sprintf("stages=%d/p=%d/chain=%v", stages, p, chain), func(t *testing.T) {
-					env := weir.NewEnvironment(weir.WithParallelism(p), weir.WithChaining(chain), weir.WithSegmentSize(256))
-					s := weir.FromGenerator(env, n, func(i int64) int64 { return i })
-					want := make([]int64, n)
-					for i := range want {
-						want[i] = int64(i)
-					}
-					for k := 0; k < stages; k++ {
-						switch k % 3 {
-						case 0:
-							s = weir.Map(s, func(v int64) int64 { return v + 1 }).Rebalance()
-							for i := range want {
-								want[i]++
-							}
-						case 1:
-							s = weir.Map(s, func(v int64) int64 { return v * 2 })
-							for i := range want {
-								want[i] *= 2
-							}
-						case 2:
-							s = weir.Filter(s, func(v int64) bool { return v%3 != 0 })
-							want = slices.DeleteFunc(want, func(v int64) bool { return v%3 == 0 })
+	for _, tr := range transports {
+		for stages := 1; stages <= 4; stages++ {
+			for p := 1; p <= 4; p++ {
+				for _, chain := range []bool{true, false} {
+					t.Run(fmt.Sprintf("%s/stages=%d/p=%d/chain=%v", tr.name, stages, p, chain), func(t *testing.T) {
+						env := weir.NewEnvironment(tr.opt, weir.WithParallelism(p), weir.WithChaining(chain), weir.WithSegmentSize(256))
+						s := weir.FromGenerator(env, n, func(i int64) int64 { return i })
+						want := make([]int64, n)
+						for i := range want {
+							want[i] = int64(i)
 						}
-						if k%2 == 1 {
-							s = s.Parallelism(max(1, p-1))
+						for k := 0; k < stages; k++ {
+							switch k % 3 {
+							case 0:
+								s = weir.Map(s, func(v int64) int64 { return v + 1 }).Rebalance()
+								for i := range want {
+									want[i]++
+								}
+							case 1:
+								s = weir.Map(s, func(v int64) int64 { return v * 2 })
+								for i := range want {
+									want[i] *= 2
+								}
+							case 2:
+								s = weir.Filter(s, func(v int64) bool { return v%3 != 0 })
+								want = slices.DeleteFunc(want, func(v int64) bool { return v%3 == 0 })
+							}
+							if k%2 == 1 {
+								s = s.Parallelism(max(1, p-1))
+							}
 						}
-					}
-					got, _ := weir.Collect(s)
-					res, err := env.Execute(context.Background())
-					require.NoError(t, err)
-					require.Equal(t, sorted(want), sorted(got.Values()))
-					require.Zero(t, res.LeakedSegments)
-				})
+						got, _ := weir.Collect(s)
+						res, err := env.Execute(context.Background())
+						require.NoError(t, err)
+						require.Equal(t, sorted(want), sorted(got.Values()))
+						require.Zero(t, res.LeakedSegments)
+					})
+				}
 			}
 		}
 	}
@@ -70,7 +89,11 @@ func TestStagesAndParallelism(t *testing.T) {
 
 // Hash partitioning sends every key to exactly one subtask.
 func TestKeyByRoutesEachKeyToOneSubtask(t *testing.T) {
-	env := weir.NewEnvironment(weir.WithParallelism(4))
+	forEachTransport(t, testKeyByRoutesEachKeyToOneSubtask)
+}
+
+func testKeyByRoutesEachKeyToOneSubtask(t *testing.T, tr weir.Option) {
+	env := weir.NewEnvironment(tr, weir.WithParallelism(4))
 	s := weir.FromGenerator(env, 20000, func(i int64) int64 { return i % 257 })
 	owner := make([]atomic.Int64, 257)
 	for i := range owner {
@@ -101,8 +124,12 @@ func TestKeyByRoutesEachKeyToOneSubtask(t *testing.T) {
 // A keyed running sum: the final running value of every key is its total,
 // and every input produces one output.
 func TestKeyedSum(t *testing.T) {
+	forEachTransport(t, testKeyedSum)
+}
+
+func testKeyedSum(t *testing.T, tr weir.Option) {
 	for p := 1; p <= 3; p++ {
-		env := weir.NewEnvironment(weir.WithParallelism(p))
+		env := weir.NewEnvironment(tr, weir.WithParallelism(p))
 		src := weir.FromGenerator(env, 30000, func(i int64) [2]int64 { return [2]int64{i % 100, i} }).WithCodec(pairCodec)
 		sums := weir.Reduce(weir.KeyBy(src, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
 			func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} })
@@ -137,7 +164,11 @@ var pairCodec = codec.Func(
 	})
 
 func TestUserErrorAndPanicFailTheJob(t *testing.T) {
-	env := weir.NewEnvironment(weir.WithParallelism(2))
+	forEachTransport(t, testUserErrorAndPanicFailTheJob)
+}
+
+func testUserErrorAndPanicFailTheJob(t *testing.T, tr weir.Option) {
+	env := weir.NewEnvironment(tr, weir.WithParallelism(2))
 	s := weir.FromGenerator(env, 100000, func(i int64) int64 { return i })
 	m := weir.Map(s, func(v int64) int64 {
 		if v == 5000 {
@@ -156,7 +187,7 @@ func TestUserErrorAndPanicFailTheJob(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	require.Zero(t, res.LeakedSegments)
 
-	env = weir.NewEnvironment(weir.WithParallelism(2))
+	env = weir.NewEnvironment(tr, weir.WithParallelism(2))
 	s = weir.FromGenerator(env, 100000, func(i int64) int64 { return i })
 	weir.SinkFunc(s.Rebalance(), func(v int64) error {
 		if v == 777 {
@@ -201,7 +232,11 @@ func TestMissingCodecIsAnError(t *testing.T) {
 
 // Records far larger than a segment cross task boundaries intact.
 func TestLargeRecordsSpanBuffers(t *testing.T) {
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithSegmentSize(1024))
+	forEachTransport(t, testLargeRecordsSpanBuffers)
+}
+
+func testLargeRecordsSpanBuffers(t *testing.T, tr weir.Option) {
+	env := weir.NewEnvironment(tr, weir.WithParallelism(2), weir.WithSegmentSize(1024))
 	s := weir.FromGenerator(env, 50, func(i int64) string {
 		b := make([]byte, 10000+int(i)*97)
 		for j := range b {
@@ -227,7 +262,11 @@ func TestLargeRecordsSpanBuffers(t *testing.T) {
 }
 
 func TestCancelStopsPromptly(t *testing.T) {
-	env := weir.NewEnvironment(weir.WithParallelism(2))
+	forEachTransport(t, testCancelStopsPromptly)
+}
+
+func testCancelStopsPromptly(t *testing.T, tr weir.Option) {
+	env := weir.NewEnvironment(tr, weir.WithParallelism(2))
 	s := weir.FromGenerator(env, -1, func(i int64) int64 { return i })
 	weir.Discard(weir.Map(s.Rebalance(), func(v int64) int64 { return v }))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -246,9 +285,13 @@ func TestSlowSinkBackPressureBoundsMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
 	}
+	forEachTransport(t, testSlowSinkBackPressureBoundsMemory)
+}
+
+func testSlowSinkBackPressureBoundsMemory(t *testing.T, tr weir.Option) {
 	const n = 40000
 	const recSize = 4096 // 160 MB of input in all
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithNetworkSegments(256))
+	env := weir.NewEnvironment(tr, weir.WithParallelism(2), weir.WithNetworkSegments(256))
 	src := weir.FromGenerator(env, n, func(i int64) []byte {
 		b := make([]byte, recSize)
 		b[0] = byte(i)

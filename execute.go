@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
@@ -132,10 +131,12 @@ func (e *Environment) buildGraph() (*jobGraph, error) {
 	return g, nil
 }
 
-// deployment is one attempt of a job: its tasks and their wiring.
+// deployment is one attempt of a job in this process: its tasks and their
+// wiring.
 type deployment struct {
 	tasks []*task.Task
 	parts []*network.ResultPartition
+	net   *exchanges // nil when every exchange is local
 }
 
 // partitionKey names one producer subtask's partition for one edge.
@@ -144,19 +145,29 @@ type partitionKey struct {
 	subtask int
 }
 
-// deploy builds one attempt: partitions, gates and tasks for every subtask.
-func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, restore *restorePoint) (*deployment, error) {
+// deploy builds one attempt of the tasks pl places here: partitions, gates
+// and tasks.
+func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, restore *restorePoint, pl *placement) (*deployment, error) {
 	d := &deployment{}
+	if pl.net != nil {
+		pl.net.dropFailed() // the previous attempt is over
+		d.net = &exchanges{dp: pl.net, pool: pool}
+	}
 	parts := map[partitionKey]*network.ResultPartition{}
 	fail := func(err error) (*deployment, error) {
 		for _, p := range d.parts {
 			p.Release()
 		}
+		_ = d.net.teardown(context.Background(), err)
 		return nil, err
 	}
 	// Partitions first: gates read them.
 	for _, v := range g.vertices {
 		for i := 0; i < v.parallelism; i++ {
+			key := state.TaskKey{Vertex: v.id, Subtask: i}
+			if !pl.runsHere(key) {
+				continue
+			}
 			for _, out := range v.outputs {
 				nsub := g.byNode[out.to].parallelism
 				if out.partitioning == network.Forward {
@@ -167,19 +178,30 @@ func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpoin
 					return fail(fmt.Errorf("weir: deploying %s (%d/%d): %w", v.name, i+1, v.parallelism, err))
 				}
 				name := fmt.Sprintf("%s (%d/%d) -> %s", v.name, i+1, v.parallelism, out.to.name)
-				p, err := network.NewResultPartition(uuid.New(), name, nsub, lp)
+				p, err := network.NewResultPartition(pl.partitionID(g, out, i), name, nsub, lp)
 				if err != nil {
 					lp.Close()
 					return fail(err)
 				}
 				parts[partitionKey{out, i}] = p
 				d.parts = append(d.parts, p)
+				if pl.overTCP(g, out) {
+					if d.net == nil {
+						return fail(fmt.Errorf("weir: %s is read remotely, but there is no data plane", name))
+					}
+					if err := d.net.serve(key, p); err != nil {
+						return fail(err)
+					}
+				}
 			}
 		}
 	}
 	for _, v := range g.vertices {
 		for i := 0; i < v.parallelism; i++ {
-			t, err := e.deployTask(g, v, i, parts, ck, restore)
+			if !pl.runsHere(state.TaskKey{Vertex: v.id, Subtask: i}) {
+				continue
+			}
+			t, err := e.deployTask(g, v, i, parts, ck, restore, pl, d.net)
 			if err != nil {
 				return fail(err)
 			}
@@ -189,7 +211,7 @@ func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpoin
 	return d, nil
 }
 
-func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partitionKey]*network.ResultPartition, ck *checkpointing, restore *restorePoint) (*task.Task, error) {
+func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partitionKey]*network.ResultPartition, ck *checkpointing, restore *restorePoint, pl *placement, x *exchanges) (*task.Task, error) {
 	tname := fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism)
 	flushAlways := e.cfg.bufferTimeoutSet && e.cfg.bufferTimeout == 0
 	var outputs []*network.ResultPartition
@@ -246,19 +268,9 @@ func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partit
 		}
 		cfg.Source = src
 	} else {
-		var chans []network.InputChannel
-		in := v.input
-		prod := g.byNode[in.from]
-		for j := 0; j < prod.parallelism; j++ {
-			sub := i
-			if in.partitioning == network.Forward {
-				if j != i {
-					continue
-				}
-				sub = 0
-			}
-			p := parts[partitionKey{in, j}]
-			chans = append(chans, network.NewLocalChannel(fmt.Sprintf("%s[%d]", p.Name(), sub), p.Subpartition(sub)))
+		chans, err := e.inputChannels(g, v, i, parts, pl, x)
+		if err != nil {
+			return nil, fmt.Errorf("weir: deploying %s: %w", tname, err)
 		}
 		cfg.Gate = network.NewInputGate(tname, chans)
 		cfg.Input = v.nodes[0].decoder(nextIn)
@@ -270,6 +282,66 @@ func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partit
 		}
 	}
 	return task.New(cfg)
+}
+
+// inputChannels returns the channels of subtask i of v: one per producer
+// subtask it reads, local or remote as pl says.
+func (e *Environment) inputChannels(g *jobGraph, v *vertex, i int, parts map[partitionKey]*network.ResultPartition, pl *placement, x *exchanges) ([]network.InputChannel, error) {
+	in := v.input
+	prod := g.byNode[in.from]
+	remote := pl.overTCP(g, in)
+	var rb *network.RemoteBuffers
+	var cm *network.ConnectionManager
+	if remote {
+		if x == nil {
+			return nil, errors.New("remote input, but there is no data plane")
+		}
+		n := prod.parallelism
+		if in.partitioning == network.Forward {
+			n = 1
+		}
+		rcfg := network.RemoteBuffersConfig{Exclusive: e.cfg.exclusive, Floating: e.cfg.floating, NoFloating: e.cfg.floating == 0}
+		need := n*e.cfg.exclusive + e.cfg.floating
+		lp, err := x.pool.NewLocalPool(need, need)
+		if err != nil {
+			return nil, err
+		}
+		x.rpools = append(x.rpools, lp)
+		if rb, err = network.NewRemoteBuffers(lp, rcfg); err != nil {
+			return nil, err
+		}
+		if cm, err = x.connections(); err != nil {
+			return nil, err
+		}
+	}
+	var chans []network.InputChannel
+	for j := 0; j < prod.parallelism; j++ {
+		sub := i
+		if in.partitioning == network.Forward {
+			if j != i {
+				continue
+			}
+			sub = 0
+		}
+		if !remote {
+			p := parts[partitionKey{in, j}]
+			chans = append(chans, network.NewLocalChannel(fmt.Sprintf("%s[%d]", p.Name(), sub), p.Subpartition(sub)))
+			continue
+		}
+		pk := state.TaskKey{Vertex: prod.id, Subtask: j}
+		addr, err := pl.dataAddr(pk)
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("%s (%d/%d) -> %s[%d]", prod.name, j+1, prod.parallelism, in.to.name, sub)
+		ch, err := network.NewRemoteChannel(name, cm, rb,
+			network.RemoteChannelConfig{Addr: addr, Partition: pl.partitionID(g, in, j), Subpartition: sub})
+		if err != nil {
+			return nil, err
+		}
+		chans = append(chans, ch)
+	}
+	return chans, nil
 }
 
 // Execute runs the job until its sources are exhausted and every record has
@@ -403,10 +475,17 @@ func (e *Environment) run(ctx context.Context, g *jobGraph, ck *checkpointing) (
 			e.cfg.logger.Error("network segments leaked", zap.Int("segments", res.LeakedSegments))
 		}
 	}()
-	if ck != nil {
-		return res, e.runWithCheckpointing(ctx, g, pool, ck, res)
+	pl, err := e.inProcessPlacement(ctx)
+	if err != nil {
+		return nil, err
 	}
-	d, err := e.deploy(g, pool, nil, nil)
+	if pl.net != nil {
+		defer pl.net.close() // before the leak check: connections hold segments
+	}
+	if ck != nil {
+		return res, e.runWithCheckpointing(ctx, g, pool, ck, res, pl)
+	}
+	d, err := e.deploy(g, pool, nil, nil, &pl)
 	if err != nil {
 		return nil, err
 	}
@@ -426,19 +505,59 @@ func runAttempt(ctx context.Context, d *deployment) error {
 }
 
 // runAttemptHook is runAttempt calling finished (if set) whenever a task
-// finishes successfully.
+// finishes successfully. The first task failure cancels the others and
+// fails the partitions it serves to other processes; the attempt's
+// exchanges are torn down before it returns.
 func runAttemptHook(ctx context.Context, d *deployment, finished func()) error {
-	eg, ctx := errgroup.WithContext(ctx)
-	for _, t := range d.tasks {
-		eg.Go(func() error {
-			err := t.Run(ctx)
-			if err == nil && finished != nil {
-				finished()
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	if d.net != nil {
+		// A channel still dialling or starting stops when the attempt
+		// is cancelled.
+		ended := make(chan struct{})
+		var watch sync.WaitGroup
+		watch.Go(func() {
+			select {
+			case <-tctx.Done():
+				d.net.closeConnections()
+			case <-ended:
 			}
-			return err
 		})
+		defer watch.Wait()
+		defer close(ended)
 	}
-	err := eg.Wait()
+	for _, t := range d.tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := t.Run(tctx)
+			if err == nil {
+				if finished != nil {
+					finished()
+				}
+				return
+			}
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+			cancel(err)
+			// A task cancelled because another failed reports that
+			// failure to its remote readers.
+			d.net.taskFailed(t.Key(), context.Cause(tctx))
+		}()
+	}
+	wg.Wait()
+	err := first
+	if terr := d.net.teardown(ctx, err); err == nil {
+		err = terr
+	}
 	for _, p := range d.parts {
 		// Consumers released what they read; drop anything a failed
 		// attempt left queued.

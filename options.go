@@ -25,6 +25,7 @@ type config struct {
 	maxRecordSize    int
 	logger           *zap.Logger
 	chaining         bool
+	tcp              bool
 	ckpt             *CheckpointConfig
 	restart          RestartStrategy
 	restoreFrom      string
@@ -162,4 +163,17 @@ func WithLogger(l *zap.Logger) Option {
 // between all of them.
 func WithChaining(on bool) Option {
 	return optionFunc(func(c *config) { c.chaining = on })
+}
+
+// WithTCPExchanges makes every exchange between tasks go over loopback TCP
+// (default off: tasks of one process hand buffers over in memory). The job
+// then serves its partitions with weir's TCP server on 127.0.0.1 and reads
+// them with its TCP client, remote channels and credit-based flow control
+// (PROTOCOL.md): exactly the path of a job spread over several processes.
+// Each input gate additionally takes its exclusive and floating receive
+// buffers (WithExclusiveBuffers, WithFloatingBuffers) from the network
+// segments. Use it to test and benchmark the remote path; it is slower than
+// the in-memory exchange.
+func WithTCPExchanges(on bool) Option {
+	return optionFunc(func(c *config) { c.tcp = on })
 }
