@@ -187,4 +187,3 @@ func TestSavepointNeedsCheckpointing(t *testing.T) {
 	_, err = env.Execute(context.Background())
 	require.ErrorContains(t, err, "needs WithCheckpointing")
 }
-
