@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/weirstream/weir/barrier"
-	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
@@ -96,7 +95,6 @@ type checkpointing struct {
 	from    *restorePoint // the job's starting point (WithRestoreFrom), or nil
 
 	mu            sync.Mutex
-	tasks         map[state.TaskKey]*task.Task
 	cancelAttempt context.CancelCauseFunc // of the running attempt
 }
 
@@ -122,34 +120,6 @@ func (r responder) Decline(k state.TaskKey, id barrier.CheckpointID, reason erro
 		return
 	}
 	r.c.Decline(k, id, reason)
-}
-
-// TriggerCheckpoint etc. implement coordinator.TaskGateway.
-func (ck *checkpointing) task(k state.TaskKey) *task.Task {
-	ck.mu.Lock()
-	defer ck.mu.Unlock()
-	return ck.tasks[k]
-}
-
-func (ck *checkpointing) TriggerCheckpoint(k state.TaskKey, b barrier.Barrier) error {
-	t := ck.task(k)
-	if t == nil {
-		return fmt.Errorf("weir: no task %v", k)
-	}
-	t.TriggerCheckpoint(b)
-	return nil
-}
-
-func (ck *checkpointing) NotifyCheckpointComplete(k state.TaskKey, id barrier.CheckpointID) {
-	if t := ck.task(k); t != nil {
-		t.NotifyCheckpointComplete(id)
-	}
-}
-
-func (ck *checkpointing) NotifyCheckpointAborted(k state.TaskKey, id barrier.CheckpointID) {
-	if t := ck.task(k); t != nil {
-		t.NotifyCheckpointAborted(id)
-	}
 }
 
 // restoreConfig extracts what one vertex needs from a restore point.
@@ -332,10 +302,99 @@ func (ck *checkpointing) restorePointFor() *restorePoint {
 	return &restorePoint{meta: m, reader: ck.storage}
 }
 
+// An attempt is one deployment of every task of the job: in this process,
+// or spread over worker processes.
+type attempt interface {
+	// taskKeys lists the attempt's tasks: sources receive checkpoint
+	// triggers, all acknowledge.
+	taskKeys() (sources, all []state.TaskKey)
+	// gateway reaches the attempt's tasks for the coordinator.
+	gateway() coordinator.TaskGateway
+	// run runs the tasks until all finished, one failed, or ctx ended;
+	// finished is called whenever a task finished successfully.
+	run(ctx context.Context, finished func()) error
+	// resolveFinal commits (commit) or aborts the transactions of sinks
+	// that finished; after a failure, those of checkpoints up to
+	// completed are committed all the same.
+	resolveFinal(commit bool, completed barrier.CheckpointID) error
+	// metrics are the tasks' metrics once run returned.
+	metrics() []task.Metrics
+}
+
+// deployer deploys attempt n from restore (nil: from scratch).
+type deployer func(ctx context.Context, n int, restore *restorePoint) (attempt, error)
+
+// localAttempt is an attempt whose tasks all run in this process.
+type localAttempt struct {
+	d     *deployment
+	byKey map[state.TaskKey]*task.Task
+	final *finalCommits // nil: no sink commits at the end
+}
+
+func newLocalAttempt(d *deployment, final *finalCommits) *localAttempt {
+	a := &localAttempt{d: d, byKey: make(map[state.TaskKey]*task.Task, len(d.tasks)), final: final}
+	for _, t := range d.tasks {
+		a.byKey[t.Key()] = t
+	}
+	return a
+}
+
+func (a *localAttempt) taskKeys() (sources, all []state.TaskKey) {
+	for _, t := range a.d.tasks {
+		all = append(all, t.Key())
+		if t.IsSource() {
+			sources = append(sources, t.Key())
+		}
+	}
+	return sources, all
+}
+
+func (a *localAttempt) gateway() coordinator.TaskGateway { return a }
+
+func (a *localAttempt) run(ctx context.Context, finished func()) error {
+	return runAttemptHook(ctx, a.d, func(_ state.TaskKey, err error) {
+		if err == nil && finished != nil {
+			finished()
+		}
+	})
+}
+
+func (a *localAttempt) resolveFinal(commit bool, completed barrier.CheckpointID) error {
+	if a.final == nil {
+		return nil
+	}
+	return a.final.resolve(commit, completed)
+}
+
+func (a *localAttempt) metrics() []task.Metrics { return collectMetrics(a.d) }
+
+// TriggerCheckpoint, NotifyCheckpointComplete and NotifyCheckpointAborted
+// implement coordinator.TaskGateway. byKey is read-only after creation.
+func (a *localAttempt) TriggerCheckpoint(k state.TaskKey, b barrier.Barrier) error {
+	t := a.byKey[k]
+	if t == nil {
+		return fmt.Errorf("weir: no task %v", k)
+	}
+	t.TriggerCheckpoint(b)
+	return nil
+}
+
+func (a *localAttempt) NotifyCheckpointComplete(k state.TaskKey, id barrier.CheckpointID) {
+	if t := a.byKey[k]; t != nil {
+		t.NotifyCheckpointComplete(id)
+	}
+}
+
+func (a *localAttempt) NotifyCheckpointAborted(k state.TaskKey, id barrier.CheckpointID) {
+	if t := a.byKey[k]; t != nil {
+		t.NotifyCheckpointAborted(id)
+	}
+}
+
 // runWithCheckpointing runs the job attempt by attempt: each failure
 // restarts every task from the latest completed checkpoint, as long as the
 // restart strategy allows.
-func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, res *Result, pl placement) error {
+func (e *Environment) runWithCheckpointing(ctx context.Context, ck *checkpointing, deploy deployer, res *Result) error {
 	restart := e.cfg.restart
 	if restart == nil {
 		fd, err := coordinator.NewFixedDelay(coordinator.FixedDelayConfig{Attempts: 10, Delay: 100 * time.Millisecond})
@@ -363,30 +422,21 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 	}()
 
 	for {
-		restore := ck.restorePointFor()
-		d, err := e.deploy(g, pool, ck, restore, pl.forAttempt(res.Restarts))
+		a, err := deploy(ctx, res.Restarts, ck.restorePointFor())
 		if err != nil {
 			return err
 		}
-		var sources, all []state.TaskKey
 		actx, acancel := context.WithCancelCause(ctx)
 		ck.mu.Lock()
-		ck.tasks = map[state.TaskKey]*task.Task{}
-		for _, t := range d.tasks {
-			ck.tasks[t.Key()] = t
-			all = append(all, t.Key())
-			if t.IsSource() {
-				sources = append(sources, t.Key())
-			}
-		}
 		ck.cancelAttempt = acancel
 		ck.mu.Unlock()
-		if err := coord.Attach(sources, all, ck); err != nil {
+		sources, all := a.taskKeys()
+		if err := coord.Attach(sources, all, a.gateway()); err != nil {
 			acancel(nil)
 			return fmt.Errorf("weir: %w", err)
 		}
 		var once sync.Once
-		err = runAttemptHook(actx, d, func() {
+		err = a.run(actx, func() {
 			// A bounded job is ending: no further checkpoint can complete.
 			once.Do(func() { coord.Detach(errors.New("weir: job finishing")) })
 		})
@@ -395,24 +445,19 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, g *jobGraph, poo
 		}
 		acancel(nil)
 		coord.Detach(err)
-		res.Tasks = collectMetrics(d)
-		final := e.final
+		res.Tasks = a.metrics()
 		if err == nil {
-			if final != nil {
-				if cerr := final.resolve(true, 0); cerr != nil {
-					return fmt.Errorf("weir: final commit: %w", cerr)
-				}
+			if cerr := a.resolveFinal(true, 0); cerr != nil {
+				return fmt.Errorf("weir: final commit: %w", cerr)
 			}
 			_ = coord.Shutdown(coordinator.JobFinished)
 			return nil
 		}
-		if final != nil {
-			var upTo barrier.CheckpointID
-			if m, ok := coord.LatestCompleted(); ok {
-				upTo = m.ID
-			}
-			_ = final.resolve(false, upTo)
+		var upTo barrier.CheckpointID
+		if m, ok := coord.LatestCompleted(); ok {
+			upTo = m.ID
 		}
+		_ = a.resolveFinal(false, upTo)
 		if ctx.Err() != nil {
 			_ = coord.Shutdown(coordinator.JobCanceled)
 			return err

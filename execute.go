@@ -147,7 +147,7 @@ type partitionKey struct {
 
 // deploy builds one attempt of the tasks pl places here: partitions, gates
 // and tasks.
-func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpointing, restore *restorePoint, pl *placement) (*deployment, error) {
+func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *task.CheckpointConfig, restore *restorePoint, pl *placement) (*deployment, error) {
 	d := &deployment{}
 	if pl.net != nil {
 		pl.net.dropFailed() // the previous attempt is over
@@ -211,7 +211,7 @@ func (e *Environment) deploy(g *jobGraph, pool *buffer.GlobalPool, ck *checkpoin
 	return d, nil
 }
 
-func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partitionKey]*network.ResultPartition, ck *checkpointing, restore *restorePoint, pl *placement, x *exchanges) (*task.Task, error) {
+func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partitionKey]*network.ResultPartition, ck *task.CheckpointConfig, restore *restorePoint, pl *placement, x *exchanges) (*task.Task, error) {
 	tname := fmt.Sprintf("%s (%d/%d)", v.name, i+1, v.parallelism)
 	flushAlways := e.cfg.bufferTimeoutSet && e.cfg.bufferTimeout == 0
 	var outputs []*network.ResultPartition
@@ -276,7 +276,7 @@ func (e *Environment) deployTask(g *jobGraph, v *vertex, i int, parts map[partit
 		cfg.Input = v.nodes[0].decoder(nextIn)
 	}
 	if ck != nil {
-		cfg.Checkpoint = ck.taskConfig()
+		cfg.Checkpoint = ck
 		if restore != nil {
 			cfg.Restore = restoreConfig(restore, v.id)
 		}
@@ -483,7 +483,15 @@ func (e *Environment) run(ctx context.Context, g *jobGraph, ck *checkpointing) (
 		defer pl.net.close() // before the leak check: connections hold segments
 	}
 	if ck != nil {
-		return res, e.runWithCheckpointing(ctx, g, pool, ck, res, pl)
+		tc := ck.taskConfig()
+		deploy := func(_ context.Context, n int, restore *restorePoint) (attempt, error) {
+			d, err := e.deploy(g, pool, tc, restore, pl.forAttempt(n))
+			if err != nil {
+				return nil, err
+			}
+			return newLocalAttempt(d, e.final), nil
+		}
+		return res, e.runWithCheckpointing(ctx, ck, deploy, res)
 	}
 	d, err := e.deploy(g, pool, nil, nil, &pl)
 	if err != nil {
@@ -504,11 +512,11 @@ func runAttempt(ctx context.Context, d *deployment) error {
 	return runAttemptHook(ctx, d, nil)
 }
 
-// runAttemptHook is runAttempt calling finished (if set) whenever a task
-// finishes successfully. The first task failure cancels the others and
+// runAttemptHook is runAttempt calling ended (if set) whenever a task
+// returned, with its error (nil: it finished). The first task failure cancels the others and
 // fails the partitions it serves to other processes; the attempt's
 // exchanges are torn down before it returns.
-func runAttemptHook(ctx context.Context, d *deployment, finished func()) error {
+func runAttemptHook(ctx context.Context, d *deployment, ended func(k state.TaskKey, err error)) error {
 	tctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -536,10 +544,10 @@ func runAttemptHook(ctx context.Context, d *deployment, finished func()) error {
 		go func() {
 			defer wg.Done()
 			err := t.Run(tctx)
+			if ended != nil {
+				defer ended(t.Key(), err)
+			}
 			if err == nil {
-				if finished != nil {
-					finished()
-				}
 				return
 			}
 			mu.Lock()
