@@ -1,11 +1,13 @@
 package weir
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,28 +110,40 @@ type responder struct {
 }
 
 func (r responder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m task.CheckpointMetrics) {
-	r.c.Acknowledge(k, id, snap, coordinator.TaskCheckpointMetrics{AlignmentDuration: m.AlignmentDuration,
-		StartDelay: m.StartDelay, SyncDuration: m.SyncDuration, AsyncDuration: m.AsyncDuration, StateSize: m.StateSize})
+	r.c.Acknowledge(k, id, snap, checkpointMetrics(m))
 }
 
 func (r responder) Decline(k state.TaskKey, id barrier.CheckpointID, reason error) {
-	if errors.Is(reason, task.ErrNotRunning) {
-		// The task finished: the job is ending and checkpointing is
-		// detached as soon as the first task finishes, which aborts this
-		// checkpoint without counting it as a failure.
-		return
+	if !ignoreDecline(reason) {
+		r.c.Decline(k, id, reason)
 	}
-	r.c.Decline(k, id, reason)
 }
 
-// restoreConfig extracts what one vertex needs from a restore point.
+func checkpointMetrics(m task.CheckpointMetrics) coordinator.TaskCheckpointMetrics {
+	return coordinator.TaskCheckpointMetrics{AlignmentDuration: m.AlignmentDuration,
+		StartDelay: m.StartDelay, SyncDuration: m.SyncDuration, AsyncDuration: m.AsyncDuration, StateSize: m.StateSize}
+}
+
+// ignoreDecline reports a decline by a task that finished: the job is
+// ending and checkpointing is detached as soon as the first task
+// finishes, which aborts the checkpoint without counting it as a failure.
+func ignoreDecline(reason error) bool { return errors.Is(reason, task.ErrNotRunning) }
+
+// restoreConfig extracts what one vertex needs from a restore point. Each
+// operator's subtask states are in subtask order, so that every subtask
+// (in whatever process) sees the same order when operator state is
+// redistributed.
 func restoreConfig(rp *restorePoint, vertex string) *task.RestoreConfig {
 	rc := &task.RestoreConfig{ID: rp.meta.ID, Operators: map[string][]state.OperatorSubtaskState{}, Reader: rp.reader}
-	for k, snap := range rp.meta.Tasks {
-		if k.Vertex != vertex {
-			continue
+	var keys []state.TaskKey
+	for k := range rp.meta.Tasks {
+		if k.Vertex == vertex {
+			keys = append(keys, k)
 		}
-		for op, s := range snap.Operators {
+	}
+	slices.SortFunc(keys, func(a, b state.TaskKey) int { return cmp.Compare(a.Subtask, b.Subtask) })
+	for _, k := range keys {
+		for op, s := range rp.meta.Tasks[k].Operators {
 			rc.Operators[op] = append(rc.Operators[op], s)
 		}
 	}
