@@ -463,6 +463,13 @@ func (e *Environment) Start(ctx context.Context) (*Job, error) {
 
 func (e *Environment) run(ctx context.Context, g *jobGraph, ck *checkpointing) (*Result, error) {
 	start := time.Now()
+	if e.cfg.cluster != nil {
+		// Tasks and their network memory live on the workers.
+		res := &Result{}
+		err := e.runCluster(ctx, g, ck, res)
+		res.Duration = time.Since(start)
+		return res, err
+	}
 	pool, err := buffer.NewGlobalPool(buffer.Config{SegmentSize: e.cfg.segmentSize, NumSegments: e.cfg.numSegments})
 	if err != nil {
 		return nil, fmt.Errorf("weir: %w", err)

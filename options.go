@@ -29,6 +29,7 @@ type config struct {
 	ckpt             *CheckpointConfig
 	restart          RestartStrategy
 	restoreFrom      string
+	cluster          *ClusterConfig
 	errs             []error
 }
 
@@ -75,6 +76,14 @@ func (c *config) validate() error {
 	}
 	if c.restoreFrom != "" && c.ckpt == nil {
 		return errors.New("weir: WithRestoreFrom needs WithCheckpointing")
+	}
+	if c.cluster != nil {
+		if c.ckpt == nil {
+			return errors.New("weir: WithCluster needs WithCheckpointing")
+		}
+		if err := c.cluster.validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -219,10 +219,19 @@ func (f *finalCommits) add(fn func(commit bool, completed barrier.CheckpointID) 
 	f.mu.Unlock()
 }
 
-// resolve commits (commit) or aborts everything registered and forgets
+// resolve settles what was registered and, after a successful commit,
+// runs the cleanups.
+func (f *finalCommits) resolve(commit bool, completed barrier.CheckpointID) error {
+	if err := f.settle(commit, completed); err != nil || !commit {
+		return err
+	}
+	return f.cleanup()
+}
+
+// settle commits (commit) or aborts everything registered and forgets
 // it; after a failure, transactions of checkpoints up to completed (the
 // latest completed one) are committed all the same.
-func (f *finalCommits) resolve(commit bool, completed barrier.CheckpointID) error {
+func (f *finalCommits) settle(commit bool, completed barrier.CheckpointID) error {
 	f.mu.Lock()
 	fns := f.fns
 	f.fns = nil
@@ -231,13 +240,18 @@ func (f *finalCommits) resolve(commit bool, completed barrier.CheckpointID) erro
 	for _, fn := range fns {
 		errs = append(errs, fn(commit, completed))
 	}
-	if commit && errors.Join(errs...) == nil {
-		f.mu.Lock()
-		cl := f.cleanups
-		f.mu.Unlock()
-		for _, fn := range cl {
-			errs = append(errs, fn())
-		}
+	return errors.Join(errs...)
+}
+
+// cleanup runs the cleanups of a job whose every sink committed: on a
+// cluster, the coordinator runs them once all workers settled.
+func (f *finalCommits) cleanup() error {
+	f.mu.Lock()
+	cl := f.cleanups
+	f.mu.Unlock()
+	var errs []error
+	for _, fn := range cl {
+		errs = append(errs, fn())
 	}
 	return errors.Join(errs...)
 }

@@ -51,6 +51,7 @@ type WorkerMessage struct {
 	TaskStatus *TaskStatus `json:",omitempty"`
 	Ack        *Ack        `json:",omitempty"`
 	Decline    *Decline    `json:",omitempty"`
+	Committed  *Committed  `json:",omitempty"`
 }
 
 // CoordinatorMessage is what the coordinator sends to a worker. Exactly one
@@ -61,6 +62,7 @@ type CoordinatorMessage struct {
 	CancelAttempt     *CancelAttempt     `json:",omitempty"`
 	TriggerCheckpoint *TriggerCheckpoint `json:",omitempty"`
 	NotifyCheckpoint  *NotifyCheckpoint  `json:",omitempty"`
+	Commit            *Commit            `json:",omitempty"`
 	Shutdown          *Shutdown          `json:",omitempty"`
 	Heartbeat         *Heartbeat         `json:",omitempty"`
 }
@@ -129,6 +131,7 @@ type Deploy struct {
 	Restore       []byte            // state.EncodeMetadata of the checkpoint to restore; nil: none
 	RestoreDir    string            // the restored checkpoint's directory
 	CheckpointDir string            // where tasks write this attempt's checkpoints
+	Mode          barrier.Mode      // the checkpointing mode
 }
 
 // CancelAttempt stops every task of Attempt on the worker (after a failure
@@ -154,6 +157,23 @@ type NotifyCheckpoint struct {
 	Aborted bool
 }
 
+// Commit ends Attempt, whose tasks have all ended, for the sinks that
+// finished on the worker: their remaining transactions are committed
+// (Commit true: the job finished) or aborted, except that transactions of
+// checkpoints up to Completed are committed all the same (their restore
+// would commit them). The worker answers with Committed.
+type Commit struct {
+	Attempt   Attempt
+	Commit    bool
+	Completed barrier.CheckpointID
+}
+
+// Committed answers Commit; Error says what failed.
+type Committed struct {
+	Attempt Attempt
+	Error   string
+}
+
 // Shutdown tells a worker to stop: RunWorker returns nil after handing it
 // to the WorkerHandler. The coordinator ends the worker's stream after
 // sending it and drops messages sent to that worker afterwards.
@@ -169,6 +189,7 @@ func (m *WorkerMessage) kind() (string, error) {
 		field{"TaskStatus", m.TaskStatus != nil},
 		field{"Ack", m.Ack != nil},
 		field{"Decline", m.Decline != nil},
+		field{"Committed", m.Committed != nil},
 	)
 }
 
@@ -180,6 +201,7 @@ func (m *CoordinatorMessage) kind() (string, error) {
 		field{"CancelAttempt", m.CancelAttempt != nil},
 		field{"TriggerCheckpoint", m.TriggerCheckpoint != nil},
 		field{"NotifyCheckpoint", m.NotifyCheckpoint != nil},
+		field{"Commit", m.Commit != nil},
 		field{"Shutdown", m.Shutdown != nil},
 		field{"Heartbeat", m.Heartbeat != nil},
 	)

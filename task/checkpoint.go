@@ -281,6 +281,12 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 			snap.Operators[p.opID] = os
 		}
 		if firstErr != nil {
+			if t.runCtx.Err() != nil {
+				// The task is being canceled: its attempt is over, this
+				// is not a checkpoint failure.
+				c.cfg.Responder.Decline(t.cfg.Key, b.ID, fmt.Errorf("%w: task %s canceled during the snapshot", ErrNotRunning, t.cfg.Name))
+				return
+			}
 			t.log.Warn("asynchronous snapshot failed", zap.Uint64("checkpoint", uint64(b.ID)), zap.Error(firstErr))
 			c.cfg.Responder.Decline(t.cfg.Key, b.ID, fmt.Errorf("task %s: asynchronous snapshot: %w", t.cfg.Name, firstErr))
 			return

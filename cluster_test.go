@@ -1,0 +1,192 @@
+package weir_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/codec"
+)
+
+// clusterJob builds the keyed-sum job writing "key sum" lines through the
+// exactly-once file sink; every process of a test cluster builds it.
+// hook runs on every record of the map stage (in whichever process).
+func buildClusterJob(env *weir.Environment, n int64, out string, hook func()) {
+	src := weir.FromGenerator(env, n, func(i int64) [2]int64 { return [2]int64{i % 37, i} }).WithCodec(pairCodec)
+	m := weir.Map(src, func(v [2]int64) [2]int64 {
+		if hook != nil {
+			hook()
+		}
+		return v
+	}).Name("hook").WithCodec(pairCodec)
+	sums := weir.Reduce(weir.KeyBy(m, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
+		func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).Name("sum")
+	weir.FileSink(sums, out, func(v [2]int64) []byte { return fmt.Appendf(nil, "%d %d", v[0], v[1]) })
+}
+
+// readSums reads the committed output: the final sum per key and the
+// number of lines.
+func readSums(t *testing.T, out string) (map[int64]int64, int) {
+	t.Helper()
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	final := map[int64]int64{}
+	lines := 0
+	for _, e := range entries {
+		require.False(t, strings.HasSuffix(e.Name(), ".inprogress"), "uncommitted file %s left", e.Name())
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(out, e.Name()))
+		require.NoError(t, err)
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if l == "" {
+				continue
+			}
+			f := strings.Fields(l)
+			require.Len(t, f, 2, "line %q", l)
+			k, _ := strconv.ParseInt(f[0], 10, 64)
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			final[k] = max(final[k], v)
+			lines++
+		}
+	}
+	return final, lines
+}
+
+type testCluster struct {
+	t       *testing.T
+	addr    string
+	opts    []weir.Option
+	build   func(env *weir.Environment)
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	workers map[string]context.CancelFunc
+	errs    map[string]error
+}
+
+func (c *testCluster) startWorker(id string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	env := weir.NewEnvironment(c.opts...)
+	c.build(env)
+	c.mu.Lock()
+	c.workers[id] = cancel
+	c.mu.Unlock()
+	c.wg.Go(func() {
+		err := env.RunWorker(ctx, weir.WorkerConfig{Coordinator: c.addr, ID: id, Token: "secret"})
+		c.mu.Lock()
+		c.errs[id] = err
+		c.mu.Unlock()
+	})
+}
+
+func (c *testCluster) kill(id string) {
+	c.mu.Lock()
+	cancel := c.workers[id]
+	c.mu.Unlock()
+	cancel()
+}
+
+// runCluster runs the job with a coordinator and two workers in this
+// process (each with its own environment, network and data plane, as
+// separate processes would); during runs while the job runs.
+func runCluster(t *testing.T, build func(env *weir.Environment), during func(c *testCluster)) (*weir.Result, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	opts := []weir.Option{weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 20 * time.Millisecond, Dir: t.TempDir()})}
+	c := &testCluster{t: t, addr: ln.Addr().String(), opts: opts, build: build,
+		workers: map[string]context.CancelFunc{}, errs: map[string]error{}}
+	env := weir.NewEnvironment(append(opts, weir.WithCluster(weir.ClusterConfig{Listener: ln, Workers: 2,
+		Token: "secret", WorkerTimeout: 20 * time.Second}))...)
+	build(env)
+	job, err := env.Start(context.Background())
+	require.NoError(t, err)
+	c.startWorker("w1")
+	c.startWorker("w2")
+	if during != nil {
+		during(c)
+	}
+	res, err := job.Wait()
+	c.wg.Wait() // the coordinator shut the workers down
+	for id, werr := range c.errs {
+		if werr != nil && werr != context.Canceled {
+			t.Errorf("worker %s: %v", id, werr)
+		}
+	}
+	return res, err
+}
+
+func TestClusterJobExactlyOnce(t *testing.T) {
+	const n = 50000
+	out := filepath.Join(t.TempDir(), "out")
+	res, err := runCluster(t, func(env *weir.Environment) { buildClusterJob(env, n, out, nil) }, nil)
+	require.NoError(t, err)
+	require.Zero(t, res.Restarts)
+	final, lines := readSums(t, out)
+	require.Equal(t, wantSums(n), final)
+	require.Equal(t, n, lines)
+}
+
+// A task fails on a worker, later a whole worker dies and a new one joins:
+// the job restarts from its latest checkpoint each time and the committed
+// output counts every record once.
+func TestClusterRecoversFromTaskAndWorkerFailures(t *testing.T) {
+	const n = 200000
+	out := filepath.Join(t.TempDir(), "out")
+	var seen atomic.Int64
+	var failed, killed atomic.Bool
+	reached := make(chan struct{})
+	var once sync.Once
+	hook := func() {
+		c := seen.Add(1)
+		if c == 40000 && failed.CompareAndSwap(false, true) {
+			panic("injected task failure")
+		}
+		if c >= 100000 && !killed.Load() {
+			once.Do(func() { close(reached) })
+			time.Sleep(10 * time.Microsecond) // throttle until the kill, not synchronisation
+		}
+	}
+	res, err := runCluster(t, func(env *weir.Environment) { buildClusterJob(env, n, out, hook) }, func(c *testCluster) {
+		<-reached
+		c.kill("w2")
+		killed.Store(true)
+		c.startWorker("w3")
+	})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, res.Restarts, 2)
+	require.Positive(t, res.Checkpoints.Completed)
+	final, lines := readSums(t, out)
+	require.Equal(t, wantSums(n), final)
+	require.Equal(t, n, lines, "exactly once")
+}
+
+func TestClusterRejectsWorkerOfAnotherJob(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ckpt := weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Dir: t.TempDir()})
+	env := weir.NewEnvironment(ckpt, weir.WithCluster(weir.ClusterConfig{Listener: ln, WorkerTimeout: 2 * time.Second}))
+	buildClusterJob(env, 10, t.TempDir(), nil)
+	job, err := env.Start(context.Background())
+	require.NoError(t, err)
+
+	other := weir.NewEnvironment(ckpt, weir.WithParallelism(3))
+	buildClusterJob(other, 10, t.TempDir(), nil)
+	err = other.RunWorker(context.Background(), weir.WorkerConfig{Coordinator: ln.Addr().String()})
+	require.ErrorContains(t, err, "different job")
+
+	_, err = job.Wait()
+	require.ErrorContains(t, err, "waiting for 1 workers")
+}
