@@ -193,7 +193,7 @@ func (j *clusterJob) WorkerJoined(w cluster.WorkerInfo) {
 
 // WorkerLost implements cluster.Handler.
 func (j *clusterJob) WorkerLost(id string, err error) {
-	j.log.Warn("worker lost", zap.String("worker", id), zap.Error(err))
+	j.log.Info("worker lost", zap.String("worker", id), zap.Error(err))
 	if a := j.current(); a != nil {
 		a.workerLost(id, err)
 	}

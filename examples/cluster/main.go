@@ -1,0 +1,389 @@
+// Command cluster runs a word count across three OS processes on
+// loopback: this process is the coordinator, and it starts two copies of
+// itself as workers. The workers exchange buffers over weir's TCP data
+// plane; the coordinator schedules tasks, triggers checkpoints and
+// restarts the job after failures. The counts go to an exactly-once file
+// sink, which the coordinator reads back and checks.
+//
+//	go run ./examples/cluster               # 2 workers, 200 000 lines
+//	go run ./examples/cluster -kill         # SIGKILL a worker mid-job; a new one joins
+//	go run ./examples/cluster -lines 1000000 -p 4
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/codec"
+)
+
+//go:embed text.txt
+var embedded string
+
+// WordCount is a word and how often it occurred so far.
+type WordCount struct {
+	Word  string
+	Count int64
+}
+
+var wcCodec = codec.Struct2(
+	codec.String(), func(w WordCount) string { return w.Word },
+	codec.Int64(), func(w WordCount) int64 { return w.Count },
+	func(w string, c int64) WordCount { return WordCount{w, c} },
+)
+
+// params are the job's parameters: every process must get the same ones,
+// or the workers build a different job and the coordinator refuses them.
+type params struct {
+	lines int64
+	par   int
+	rate  int // lines per second, 0: unlimited
+	out   string
+	chk   string
+	token string
+}
+
+func (p params) args() []string {
+	return []string{"-lines", strconv.FormatInt(p.lines, 10), "-p", strconv.Itoa(p.par),
+		"-rate", strconv.Itoa(p.rate), "-out", p.out, "-chk", p.chk, "-token", p.token}
+}
+
+func main() {
+	var p params
+	flag.Int64Var(&p.lines, "lines", 200_000, "lines of text to count")
+	flag.IntVar(&p.par, "p", 2, "parallelism")
+	flag.IntVar(&p.rate, "rate", 0, "source rate limit in lines/s (0: unlimited; -kill sets one)")
+	flag.StringVar(&p.out, "out", "", "output directory (default: a temporary one)")
+	flag.StringVar(&p.chk, "chk", "", "checkpoint directory shared by all processes (default: a temporary one)")
+	flag.StringVar(&p.token, "token", "", "shared secret of the control and data planes (default: random)")
+	worker := flag.String("worker", "", "run as the worker with this ID (the coordinator starts them)")
+	coord := flag.String("coordinator", "", "the coordinator's address (workers)")
+	kill := flag.Bool("kill", false, "kill a worker with SIGKILL once a checkpoint completed, then start a new one")
+	top := flag.Int("top", 10, "how many words to print")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var err error
+	if *worker != "" {
+		err = runWorker(ctx, p, *worker, *coord)
+	} else {
+		err = runCoordinator(ctx, p, *kill, *top)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}
+
+func textLines() []string {
+	var lines []string
+	for _, l := range strings.Split(embedded, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+func splitWords(line string) []string {
+	var ws []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(line), func(r rune) bool {
+		return !unicode.IsLetter(r) && r != '\''
+	}) {
+		if w = strings.Trim(w, "'"); w != "" {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// build defines the job; every process calls it with the same params.
+func build(p params, opts ...weir.Option) *weir.Environment {
+	opts = append(opts, weir.WithParallelism(p.par),
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 200 * time.Millisecond, Dir: p.chk}))
+	env := weir.NewEnvironment(opts...)
+	text := textLines()
+	src := weir.FromGenerator(env, p.lines, func(i int64) string { return text[i%int64(len(text))] }).Name("lines")
+	if p.rate > 0 {
+		src = weir.Map(src, pace(p.rate/p.par)).Name("pace")
+	}
+	words := weir.FlatMap(src, func(line string, emit func(WordCount)) {
+		for _, w := range splitWords(line) {
+			emit(WordCount{Word: w, Count: 1})
+		}
+	}).Name("split").WithCodec(wcCodec)
+	counts := weir.Reduce(weir.KeyBy(words, func(w WordCount) string { return w.Word }, codec.String()),
+		func(acc, v WordCount) WordCount { return WordCount{acc.Word, acc.Count + v.Count} }).Name("count").UID("count")
+	weir.FileSink(counts, p.out, func(w WordCount) []byte { return fmt.Appendf(nil, "%s %d", w.Word, w.Count) })
+	return env
+}
+
+// pace returns an identity function that holds one subtask to rate
+// lines per second.
+func pace(rate int) func(string) string {
+	var start time.Time
+	var n int
+	return func(s string) string {
+		if start.IsZero() {
+			start = time.Now()
+		}
+		if n++; n%256 == 0 {
+			if d := time.Duration(n)*time.Second/time.Duration(rate) - time.Since(start); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		return s
+	}
+}
+
+func runWorker(ctx context.Context, p params, id, coord string) error {
+	env := build(p)
+	return env.RunWorker(ctx, weir.WorkerConfig{Coordinator: coord, ID: id, Token: p.token})
+}
+
+func runCoordinator(ctx context.Context, p params, kill bool, top int) error {
+	tmp, err := os.MkdirTemp("", "weir-cluster-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if p.out == "" {
+		p.out = filepath.Join(tmp, "out")
+	}
+	if p.chk == "" {
+		p.chk = filepath.Join(tmp, "checkpoints")
+	}
+	if p.token == "" {
+		p.token = strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	if kill && p.rate == 0 {
+		p.rate = int(p.lines) / 3 // about three seconds, time to kill
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	lc := zap.NewProductionConfig()
+	lc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+	lc.Encoding, lc.EncoderConfig = "console", zap.NewDevelopmentEncoderConfig()
+	log, err := lc.Build()
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	env := build(p, weir.WithLogger(log.Named("coordinator")), weir.WithCluster(weir.ClusterConfig{
+		Listener: ln, Workers: 2, Token: p.token, WorkerTimeout: 30 * time.Second}))
+
+	start := time.Now()
+	job, err := env.Start(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("coordinator on %s; starting 2 worker processes\n", ln.Addr())
+	procs := &workers{self: self, args: append(p.args(), "-coordinator", ln.Addr().String())}
+	defer procs.stop()
+	for _, id := range []string{"worker-1", "worker-2"} {
+		if err := procs.start(id); err != nil {
+			job.Cancel()
+			_, _ = job.Wait()
+			return err
+		}
+	}
+	ended := make(chan struct{})
+	var killer sync.WaitGroup
+	defer killer.Wait()
+	defer close(ended)
+	if kill {
+		killer.Go(func() {
+			for job.CheckpointStats().Completed == 0 {
+				select {
+				case <-time.After(20 * time.Millisecond):
+				case <-ended:
+					return
+				}
+			}
+			fmt.Println("a checkpoint completed: killing worker-2 with SIGKILL, starting worker-3")
+			procs.kill("worker-2")
+			if err := procs.start("worker-3"); err != nil {
+				fmt.Fprintln(os.Stderr, "cluster:", err)
+			}
+		})
+	}
+	res, err := job.Wait()
+	if err != nil {
+		return err
+	}
+	if err := procs.wait(10 * time.Second); err != nil {
+		return err
+	}
+	fmt.Printf("job finished in %v: %d restarts, %d checkpoints\n",
+		res.Duration.Round(time.Millisecond), res.Restarts, res.Checkpoints.Completed)
+	return check(p, top, time.Since(start))
+}
+
+// check reads the committed output back and compares it with a direct
+// count of the input.
+func check(p params, top int, took time.Duration) error {
+	want := map[string]int64{}
+	var words int64
+	text := textLines()
+	for i, l := range text {
+		n := p.lines / int64(len(text))
+		if int64(i) < p.lines%int64(len(text)) {
+			n++
+		}
+		for _, w := range splitWords(l) {
+			want[w] += n
+			words += n
+		}
+	}
+	got := map[string]int64{}
+	var updates int64
+	entries, err := os.ReadDir(p.out)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			return fmt.Errorf("uncommitted file %s left in the output", e.Name())
+		}
+		b, err := os.ReadFile(filepath.Join(p.out, e.Name()))
+		if err != nil {
+			return err
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			w, c, ok := strings.Cut(sc.Text(), " ")
+			n, err := strconv.ParseInt(c, 10, 64)
+			if !ok || err != nil {
+				return fmt.Errorf("bad output line %q", sc.Text())
+			}
+			got[w] = max(got[w], n)
+			updates++
+		}
+	}
+	type kv struct {
+		w string
+		n int64
+	}
+	var all []kv
+	for w, n := range got {
+		all = append(all, kv{w, n})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n || all[i].n == all[j].n && all[i].w < all[j].w })
+	for i := 0; i < top && i < len(all); i++ {
+		fmt.Printf("%8d %s\n", all[i].n, all[i].w)
+	}
+	if len(got) != len(want) {
+		return fmt.Errorf("%d distinct words in the output, want %d", len(got), len(want))
+	}
+	for w, n := range want {
+		if got[w] != n {
+			return fmt.Errorf("word %q counted %d times, want %d", w, got[w], n)
+		}
+	}
+	// Exactly once: one committed update per input word.
+	if updates != words {
+		return fmt.Errorf("%d committed updates for %d words", updates, words)
+	}
+	fmt.Printf("verified: %d words, %d distinct, counted exactly once across processes (%v)\n",
+		words, len(want), took.Round(time.Millisecond))
+	return nil
+}
+
+// workers are the worker processes this coordinator started.
+type workers struct {
+	self string
+	args []string
+
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd
+	done  map[string]chan error
+}
+
+func (ws *workers) start(id string) error {
+	cmd := exec.Command(ws.self, append([]string{"-worker", id}, ws.args...)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", id, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.procs == nil {
+		ws.procs, ws.done = map[string]*exec.Cmd{}, map[string]chan error{}
+	}
+	ws.procs[id], ws.done[id] = cmd, done
+	return nil
+}
+
+func (ws *workers) kill(id string) {
+	ws.mu.Lock()
+	cmd, done := ws.procs[id], ws.done[id]
+	delete(ws.procs, id)
+	delete(ws.done, id)
+	ws.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// wait waits for the workers to exit (the coordinator shut them down).
+func (ws *workers) wait(timeout time.Duration) error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	deadline := time.After(timeout)
+	var errs []error
+	for id, done := range ws.done {
+		select {
+		case err := <-done:
+			if err != nil {
+				errs = append(errs, fmt.Errorf("worker %s: %w", id, err))
+			}
+		case <-deadline:
+			errs = append(errs, fmt.Errorf("worker %s did not exit", id))
+		}
+		delete(ws.procs, id)
+		delete(ws.done, id)
+	}
+	return errors.Join(errs...)
+}
+
+// stop kills whatever is still running.
+func (ws *workers) stop() {
+	ws.mu.Lock()
+	ids := make([]string, 0, len(ws.procs))
+	for id := range ws.procs {
+		ids = append(ids, id)
+	}
+	ws.mu.Unlock()
+	for _, id := range ids {
+		ws.kill(id)
+	}
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+)
+
+// The test binary doubles as the worker program: the coordinator starts
+// os.Executable() with worker flags, and the environment variable set by
+// the test makes those children run main.
+func TestMain(m *testing.M) {
+	if os.Getenv("WEIR_CLUSTER_EXAMPLE_WORKER") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Three OS processes; one worker is killed with SIGKILL after a
+// checkpoint and a new one joins: the job recovers and the committed
+// counts are exact (check fails the run otherwise).
+func TestClusterSurvivesKilledWorkerProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	t.Setenv("WEIR_CLUSTER_EXAMPLE_WORKER", "1")
+	if err := runCoordinator(context.Background(), params{lines: 60000, par: 2}, true, 3); err != nil {
+		t.Fatal(err)
+	}
+}
