@@ -503,6 +503,13 @@ type WorkerConfig struct {
 	Token string
 	// TLS, if set, secures the control plane (a client configuration).
 	TLS *tls.Config
+	// DataTLS, if set, secures the data plane both ways: the worker serves
+	// its partitions with DataTLS.Certificates and dials other workers
+	// trusting DataTLS.RootCAs (the dialled host is the server name). For
+	// mutual TLS set ClientAuth and ClientCAs too; certificates then need
+	// both server and client authentication usage. All workers of a job
+	// must agree.
+	DataTLS *tls.Config
 	// HeartbeatInterval and HeartbeatTimeout detect a lost coordinator
 	// (defaults 1 s and 5 s).
 	HeartbeatInterval time.Duration
@@ -534,7 +541,8 @@ func (e *Environment) RunWorker(ctx context.Context, wc WorkerConfig) error {
 		return fmt.Errorf("weir: %w", err)
 	}
 	token := []byte(wc.Token)
-	dp, err := startDataPlane(ctx, wc.DataListen, network.ServerConfig{Token: token}, network.ClientConfig{Token: token}, e.cfg.logger)
+	dp, err := startDataPlane(ctx, wc.DataListen, network.ServerConfig{Token: token, TLS: wc.DataTLS},
+		network.ClientConfig{Token: token, TLS: wc.DataTLS}, e.cfg.logger)
 	if err != nil {
 		return err
 	}

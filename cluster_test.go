@@ -2,7 +2,14 @@ package weir_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -70,6 +77,7 @@ type testCluster struct {
 	addr    string
 	opts    []weir.Option
 	build   func(env *weir.Environment)
+	wcfg    weir.WorkerConfig // template
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	workers map[string]context.CancelFunc
@@ -83,8 +91,10 @@ func (c *testCluster) startWorker(id string) {
 	c.mu.Lock()
 	c.workers[id] = cancel
 	c.mu.Unlock()
+	wc := c.wcfg
+	wc.Coordinator, wc.ID, wc.Token = c.addr, id, "secret"
 	c.wg.Go(func() {
-		err := env.RunWorker(ctx, weir.WorkerConfig{Coordinator: c.addr, ID: id, Token: "secret"})
+		err := env.RunWorker(ctx, wc)
 		c.mu.Lock()
 		c.errs[id] = err
 		c.mu.Unlock()
@@ -102,14 +112,18 @@ func (c *testCluster) kill(id string) {
 // process (each with its own environment, network and data plane, as
 // separate processes would); during runs while the job runs.
 func runCluster(t *testing.T, build func(env *weir.Environment), during func(c *testCluster)) (*weir.Result, error) {
+	return runClusterWith(t, weir.ClusterConfig{}, weir.WorkerConfig{}, build, during)
+}
+
+func runClusterWith(t *testing.T, cc weir.ClusterConfig, wc weir.WorkerConfig, build func(env *weir.Environment), during func(c *testCluster)) (*weir.Result, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	opts := []weir.Option{weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 20 * time.Millisecond, Dir: t.TempDir()})}
-	c := &testCluster{t: t, addr: ln.Addr().String(), opts: opts, build: build,
+	c := &testCluster{t: t, addr: ln.Addr().String(), opts: opts, build: build, wcfg: wc,
 		workers: map[string]context.CancelFunc{}, errs: map[string]error{}}
-	env := weir.NewEnvironment(append(opts, weir.WithCluster(weir.ClusterConfig{Listener: ln, Workers: 2,
-		Token: "secret", WorkerTimeout: 20 * time.Second}))...)
+	cc.Listener, cc.Workers, cc.Token, cc.WorkerTimeout = ln, 2, "secret", 20*time.Second
+	env := weir.NewEnvironment(append(opts, weir.WithCluster(cc))...)
 	build(env)
 	job, err := env.Start(context.Background())
 	require.NoError(t, err)
@@ -189,4 +203,39 @@ func TestClusterRejectsWorkerOfAnotherJob(t *testing.T) {
 
 	_, err = job.Wait()
 	require.ErrorContains(t, err, "waiting for 1 workers")
+}
+
+// Both planes over TLS: the control plane with a server certificate, the
+// data plane with mutual TLS between the workers.
+func TestClusterOverTLS(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "weir test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	leaf, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+
+	const n = 20000
+	out := filepath.Join(t.TempDir(), "out")
+	res, err := runClusterWith(t,
+		weir.ClusterConfig{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}},
+		weir.WorkerConfig{TLS: &tls.Config{RootCAs: pool}, DataTLS: &tls.Config{Certificates: []tls.Certificate{cert},
+			RootCAs: pool, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}},
+		func(env *weir.Environment) { buildClusterJob(env, n, out, nil) }, nil)
+	require.NoError(t, err)
+	require.Zero(t, res.Restarts)
+	final, lines := readSums(t, out)
+	require.Equal(t, wantSums(n), final)
+	require.Equal(t, n, lines)
 }
