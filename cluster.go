@@ -233,7 +233,7 @@ func (j *clusterJob) deploy(ctx context.Context, n int, restore *restorePoint) (
 	}
 	sources, all := j.g.taskKeys()
 	a := &clusterAttempt{j: j, n: cluster.Attempt(n), sources: sources, all: all,
-		owner: make(map[state.TaskKey]string, len(all)), ended: map[state.TaskKey]error{},
+		owner: make(map[state.TaskKey]string, len(all)), ended: map[state.TaskKey]error{}, stats: map[state.TaskKey]task.Metrics{},
 		lost: map[string]error{}, commits: map[string]string{}, notify: make(chan struct{}, 1)}
 	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, Mode: j.mode}
 	for _, k := range all {
@@ -280,6 +280,7 @@ type clusterAttempt struct {
 
 	mu      sync.Mutex
 	ended   map[state.TaskKey]error // nil error: finished
+	stats   map[state.TaskKey]task.Metrics
 	lost    map[string]error        // workers lost during the attempt
 	commits map[string]string       // worker → Committed's error
 }
@@ -313,6 +314,9 @@ func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
 	a.mu.Lock()
 	if _, dup := a.ended[s.Task]; !dup {
 		a.ended[s.Task] = err
+		if s.Metrics != nil {
+			a.stats[s.Task] = *s.Metrics
+		}
 	}
 	a.mu.Unlock()
 	a.kick()
@@ -463,8 +467,18 @@ func (a *clusterAttempt) resolveFinal(commit bool, completed barrier.CheckpointI
 	}
 }
 
-// metrics are not collected from workers yet.
-func (a *clusterAttempt) metrics() []task.Metrics { return nil }
+// metrics are the metrics the workers reported for the tasks that ended.
+func (a *clusterAttempt) metrics() []task.Metrics {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ms []task.Metrics
+	for _, k := range a.all {
+		if m, ok := a.stats[k]; ok {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
 
 // TriggerCheckpoint, NotifyCheckpointComplete and NotifyCheckpointAborted
 // implement coordinator.TaskGateway over the control plane.
@@ -730,7 +744,8 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 		defer close(a.done)
 		defer cancel(nil)
 		_ = runAttemptHook(actx, dep, func(k state.TaskKey, err error) {
-			s := &cluster.TaskStatus{Attempt: d.Attempt, Task: k, State: cluster.Finished}
+			m := a.byKey[k].Metrics()
+			s := &cluster.TaskStatus{Attempt: d.Attempt, Task: k, State: cluster.Finished, Metrics: &m}
 			switch {
 			case err == nil:
 			case errors.Is(err, context.Canceled):

@@ -148,6 +148,8 @@ func TestClusterJobExactlyOnce(t *testing.T) {
 	res, err := runCluster(t, func(env *weir.Environment) { buildClusterJob(env, n, out, nil) }, nil)
 	require.NoError(t, err)
 	require.Zero(t, res.Restarts)
+	require.Len(t, res.Tasks, 4, "metrics of every task, reported by the workers")
+	require.EqualValues(t, n, res.RecordsIn(), "the sum tasks read every record once")
 	final, lines := readSums(t, out)
 	require.Equal(t, wantSums(n), final)
 	require.Equal(t, n, lines)

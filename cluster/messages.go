@@ -7,6 +7,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/task"
 )
 
 // Attempt numbers one deployment of the job. The coordinator increments it
@@ -92,7 +93,8 @@ type TaskStatus struct {
 	Attempt Attempt
 	Task    state.TaskKey
 	State   TaskState
-	Error   string // why, when State is Failed
+	Error   string        // why, when State is Failed
+	Metrics *task.Metrics `json:",omitempty"` // the task's metrics, once it ended
 }
 
 // Ack acknowledges checkpoint ID for Task: the task's snapshot and its
