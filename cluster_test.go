@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,30 +45,16 @@ func buildClusterJob(env *weir.Environment, n int64, out string, hook func()) {
 // number of lines.
 func readSums(t *testing.T, out string) (map[int64]int64, int) {
 	t.Helper()
-	entries, err := os.ReadDir(out)
-	require.NoError(t, err)
+	lines := committedLines(t, out)
 	final := map[int64]int64{}
-	lines := 0
-	for _, e := range entries {
-		require.False(t, strings.HasSuffix(e.Name(), ".inprogress"), "uncommitted file %s left", e.Name())
-		if strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(out, e.Name()))
-		require.NoError(t, err)
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if l == "" {
-				continue
-			}
-			f := strings.Fields(l)
-			require.Len(t, f, 2, "line %q", l)
-			k, _ := strconv.ParseInt(f[0], 10, 64)
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			final[k] = max(final[k], v)
-			lines++
-		}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		require.Len(t, f, 2, "line %q", l)
+		k, _ := strconv.ParseInt(f[0], 10, 64)
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		final[k] = max(final[k], v)
 	}
-	return final, lines
+	return final, len(lines)
 }
 
 type testCluster struct {

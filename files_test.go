@@ -44,19 +44,7 @@ func TestFileSourceToFileSinkExactlyOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Restarts)
 
-	var got []string
-	entries, err := os.ReadDir(out)
-	require.NoError(t, err)
-	for _, e := range entries {
-		require.False(t, strings.HasSuffix(e.Name(), ".inprogress"), "uncommitted file %s left", e.Name())
-		if strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(out, e.Name()))
-		require.NoError(t, err)
-		got = append(got, strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")...)
-	}
-	got = slices.DeleteFunc(got, func(s string) bool { return s == "" })
+	got := committedLines(t, out)
 	want := make([]string, n)
 	for i := range want {
 		want[i] = fmt.Sprintf("LINE-%d", i)
@@ -64,4 +52,23 @@ func TestFileSourceToFileSinkExactlyOnce(t *testing.T) {
 	slices.Sort(got)
 	slices.Sort(want)
 	require.Equal(t, want, got)
+}
+
+// committedLines returns the lines of the file sink's committed part files
+// in dir, failing the test if an uncommitted one is left.
+func committedLines(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var lines []string
+	for _, e := range entries {
+		require.False(t, strings.HasSuffix(e.Name(), ".inprogress"), "uncommitted file %s left", e.Name())
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		lines = append(lines, strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")...)
+	}
+	return slices.DeleteFunc(lines, func(s string) bool { return s == "" })
 }
