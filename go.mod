@@ -8,7 +8,6 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
-	golang.org/x/sync v0.25.0
 	google.golang.org/grpc v1.85.0
 )
 
