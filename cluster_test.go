@@ -58,7 +58,7 @@ func readSums(t *testing.T, out string) (map[int64]int64, int) {
 }
 
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	addr    string
 	opts    []weir.Option
 	build   func(env *weir.Environment)
@@ -96,11 +96,11 @@ func (c *testCluster) kill(id string) {
 // runCluster runs the job with a coordinator and two workers in this
 // process (each with its own environment, network and data plane, as
 // separate processes would); during runs while the job runs.
-func runCluster(t *testing.T, build func(env *weir.Environment), during func(c *testCluster)) (*weir.Result, error) {
+func runCluster(t testing.TB, build func(env *weir.Environment), during func(c *testCluster)) (*weir.Result, error) {
 	return runClusterWith(t, weir.ClusterConfig{}, weir.WorkerConfig{}, build, during)
 }
 
-func runClusterWith(t *testing.T, cc weir.ClusterConfig, wc weir.WorkerConfig, build func(env *weir.Environment), during func(c *testCluster)) (*weir.Result, error) {
+func runClusterWith(t testing.TB, cc weir.ClusterConfig, wc weir.WorkerConfig, build func(env *weir.Environment), during func(c *testCluster)) (*weir.Result, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	opts := []weir.Option{weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
@@ -225,4 +225,18 @@ func TestClusterOverTLS(t *testing.T) {
 	final, lines := readSums(t, out)
 	require.Equal(t, wantSums(n), final)
 	require.Equal(t, n, lines)
+}
+
+// BenchmarkJobCluster is BenchmarkJobInProcess at parallelism 2 on a
+// coordinator and two workers (in this process, each with its own network
+// and data plane): the keyBy exchange crosses workers over TCP, and
+// checkpoints are taken every 100 ms.
+func BenchmarkJobCluster(b *testing.B) {
+	b.ReportAllocs()
+	res, err := runCluster(b, func(env *weir.Environment) { keyedSum(env, int64(b.N)) }, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(res.Checkpoints.Completed), "checkpoints")
 }
