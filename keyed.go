@@ -99,10 +99,7 @@ func (o *reduceOp[T, K]) Open(ctx *task.OperatorContext) error {
 func (o *reduceOp[T, K]) collect(v T) (err error) {
 	defer o.catch(&err)
 	o.kc.setKey(v)
-	if err := o.st.Add(v); err != nil {
-		return err
-	}
-	r, _, err := o.st.Get()
+	r, err := o.st.AddAndGet(v)
 	if err != nil {
 		return err
 	}

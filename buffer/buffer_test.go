@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -183,4 +184,41 @@ func TestRequestAllocFree(t *testing.T) {
 		b.Release()
 	})
 	require.Zero(t, allocs)
+}
+
+// TestLocalPoolReusesOldestFirst checks the free list against a FIFO
+// reference over a random sequence of requests and releases.
+func TestLocalPoolReusesOldestFirst(t *testing.T) {
+	g, p := newPool(t, 8, 2, 5)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var held []*Buffer // in request order
+	var want []*Buffer // reference FIFO of released buffers
+	seen := map[*Buffer]bool{}
+	for step := 0; step < 5000; step++ {
+		if len(held) > 0 && (rng.IntN(2) == 0 || len(held) == 5) {
+			i := rng.IntN(len(held))
+			b := held[i]
+			held = append(held[:i], held[i+1:]...)
+			b.Release()
+			want = append(want, b)
+			continue
+		}
+		b, err := p.Request()
+		require.NoError(t, err)
+		require.NotNil(t, b)
+		if len(want) > 0 {
+			require.Same(t, want[0], b, "step %d", step)
+			want = want[1:]
+		} else {
+			require.False(t, seen[b], "step %d: a new segment was expected", step)
+		}
+		seen[b] = true
+		held = append(held, b)
+	}
+	for _, b := range held {
+		b.Release()
+	}
+	require.Equal(t, 0, p.Outstanding())
+	p.Close()
+	require.Equal(t, 0, g.InUse())
 }

@@ -257,15 +257,30 @@ func (s *ReducingState[T]) Get() (T, bool, error) {
 
 // Add folds v into the current key's value.
 func (s *ReducingState[T]) Add(v T) error {
+	_, err := s.AddAndGet(v)
+	return err
+}
+
+// AddAndGet folds v into the current key's value and returns the new
+// value: Add followed by Get with one state lookup and one decode instead
+// of two (a running aggregate emits the value it just stored). The value
+// returned is the one the reduce function returned, which is what Get
+// would decode when the codec round-trips.
+func (s *ReducingState[T]) AddAndGet(v T) (T, error) {
 	cur, ok, err := s.Get()
 	if err != nil {
-		return err
+		var zero T
+		return zero, err
 	}
 	if ok {
 		v = s.reduce(cur, v)
 	}
 	s.scratch = s.c.Append(s.scratch[:0], v)
-	return s.b.Put(s.id, nil, s.scratch)
+	if err := s.b.Put(s.id, nil, s.scratch); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
 }
 
 // Clear removes the current key's value.

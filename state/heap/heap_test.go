@@ -139,6 +139,16 @@ func TestTypedStates(t *testing.T) {
 		require.NoError(t, red.Add(v))
 		require.NoError(t, agg.Add(v))
 	}
+	setKey(b, 3)
+	for i, v := range []int64{5, 2, 7} {
+		got, err := red.AddAndGet(v)
+		require.NoError(t, err)
+		require.Equal(t, []int64{5, 5, 7}[i], got)
+		stored, ok, err := red.Get()
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, got, stored)
+	}
 	setKey(b, 2)
 	require.NoError(t, list.Add("other"))
 	empty, err := m.IsEmpty()
