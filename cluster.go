@@ -281,8 +281,8 @@ type clusterAttempt struct {
 	mu      sync.Mutex
 	ended   map[state.TaskKey]error // nil error: finished
 	stats   map[state.TaskKey]task.Metrics
-	lost    map[string]error        // workers lost during the attempt
-	commits map[string]string       // worker → Committed's error
+	lost    map[string]error  // workers lost during the attempt
+	commits map[string]string // worker → Committed's error
 }
 
 const sendTimeout = 10 * time.Second
