@@ -187,3 +187,32 @@ func TestSavepointNeedsCheckpointing(t *testing.T) {
 	_, err = env.Execute(context.Background())
 	require.ErrorContains(t, err, "needs WithCheckpointing")
 }
+
+// A savepoint taken at parallelism 2 restores into a job at parallelism 3
+// and 1: keyed state moves by key group, source positions and the
+// collected outputs by operator-state redistribution.
+func TestSavepointRescales(t *testing.T) {
+	const n, at = 100000, 30000
+	spDir := t.TempDir()
+	ckpt := weir.CheckpointConfig{Interval: time.Hour}
+	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithBufferTimeout(time.Millisecond))
+	reached := make(chan struct{})
+	throttledSumJob(env, n, at, reached)
+	job, err := env.Start(context.Background())
+	require.NoError(t, err)
+	<-reached
+	sp, err := job.TriggerSavepoint(context.Background(), spDir)
+	require.NoError(t, err)
+	job.Cancel()
+	_, _ = job.Wait()
+
+	for _, p := range []int{3, 1} {
+		env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
+			weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
+		got := throttledSumJob(env2, n, at, nil)
+		_, err = env2.Execute(context.Background())
+		require.NoError(t, err, "p=%d", p)
+		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
+		require.Len(t, got.Values(), n, "p=%d", p)
+	}
+}

@@ -47,74 +47,150 @@ func FromReader[T any](env *Environment, name string, newReader func(subtask, pa
 	return newStream[T](env, n)
 }
 
+// RescalableReader is a PositionedReader that can also start from the
+// positions of every subtask of a run at another parallelism (a job
+// restored from a savepoint with a new parallelism): Rescale makes the
+// reader of subtask of parallelism take its share of what those readers
+// had not read yet, so that together the new readers read it exactly
+// once. positions are in the old subtasks' order.
+type RescalableReader interface {
+	PositionedReader
+	Rescale(positions [][]byte, subtask, parallelism int) error
+}
+
 // FromSlice returns a bounded stream of items; subtask i of p reads items
-// i, i+p, i+2p, …
+// i, i+p, i+2p, … It can be rescaled from a savepoint.
 func FromSlice[T any](env *Environment, items []T) *Stream[T] {
 	return FromReader(env, "slice source", func(sub, par int) (SourceReader[T], error) {
-		return &sliceReader[T]{items: items, next: int64(sub), step: int64(par)}, nil
+		return &indexReader[T]{at: func(i int64) T { return items[i] }, idx: newStrided(int64(len(items)), sub, par)}, nil
 	})
 }
 
 // FromGenerator returns the stream gen(0), gen(1), …, gen(n-1) (unbounded
-// when n < 0); subtask i of p generates indices i, i+p, …
+// when n < 0); subtask i of p generates indices i, i+p, … It can be
+// rescaled from a savepoint.
 func FromGenerator[T any](env *Environment, n int64, gen func(i int64) T) *Stream[T] {
 	return FromReader(env, "generator source", func(sub, par int) (SourceReader[T], error) {
-		return &genReader[T]{gen: gen, n: n, next: int64(sub), step: int64(par)}, nil
+		return &indexReader[T]{at: gen, idx: newStrided(n, sub, par)}, nil
 	})
 }
 
-type sliceReader[T any] struct {
-	items      []T
-	next, step int64
+// indexReader reads at(i) for the indices of idx.
+type indexReader[T any] struct {
+	at  func(int64) T
+	idx strided
 }
 
-func (r *sliceReader[T]) Next() (T, bool, error) {
-	if r.next >= int64(len(r.items)) {
+func (r *indexReader[T]) Next() (T, bool, error) {
+	i, ok := r.idx.next()
+	if !ok {
 		var zero T
 		return zero, false, nil
 	}
-	v := r.items[r.next]
-	r.next += r.step
-	return v, true, nil
+	return r.at(i), true, nil
 }
 
-func (r *sliceReader[T]) Position() ([]byte, error) {
-	return binary.BigEndian.AppendUint64(nil, uint64(r.next)), nil
+func (r *indexReader[T]) Position() ([]byte, error) { return r.idx.encode(), nil }
+func (r *indexReader[T]) Seek(pos []byte) error      { return r.idx.decode(pos) }
+
+func (r *indexReader[T]) Rescale(positions [][]byte, subtask, parallelism int) error {
+	return r.idx.rescale(positions, subtask, parallelism)
 }
 
-func (r *sliceReader[T]) Seek(pos []byte) error {
-	if len(pos) != 8 {
-		return fmt.Errorf("weir: slice source position of %d bytes", len(pos))
+// progression is the indices next, next+step, next+2·step, …
+type progression struct{ next, step int64 }
+
+// strided yields the indices below n (all when n < 0) of a set of
+// progressions, one from each in turn. A fresh subtask i of p has the
+// single progression (i, p); rescaling splits progressions so that every
+// new subtask gets some.
+type strided struct {
+	n   int64
+	ps  []progression // unexhausted
+	cur int
+}
+
+func newStrided(n int64, sub, par int) strided {
+	return strided{n: n, ps: []progression{{int64(sub), int64(par)}}}
+}
+
+func (s *strided) next() (int64, bool) {
+	for len(s.ps) > 0 {
+		if s.cur >= len(s.ps) {
+			s.cur = 0
+		}
+		p := &s.ps[s.cur]
+		if s.n >= 0 && p.next >= s.n {
+			s.ps = append(s.ps[:s.cur], s.ps[s.cur+1:]...)
+			continue
+		}
+		i := p.next
+		p.next += p.step
+		s.cur++
+		return i, true
 	}
-	r.next = int64(binary.BigEndian.Uint64(pos))
+	return 0, false
+}
+
+// encode is the position: 16 bytes (next, step) per progression.
+func (s *strided) encode() []byte {
+	b := make([]byte, 0, 16*len(s.ps))
+	for _, p := range s.ps {
+		b = binary.BigEndian.AppendUint64(b, uint64(p.next))
+		b = binary.BigEndian.AppendUint64(b, uint64(p.step))
+	}
+	return b
+}
+
+func (s *strided) decode(pos []byte) error {
+	ps, err := decodeProgressions(pos)
+	if err != nil {
+		return err
+	}
+	s.ps, s.cur = ps, 0
 	return nil
 }
 
-type genReader[T any] struct {
-	gen        func(int64) T
-	n          int64
-	next, step int64
-}
-
-func (r *genReader[T]) Next() (T, bool, error) {
-	if r.n >= 0 && r.next >= r.n {
-		var zero T
-		return zero, false, nil
+func decodeProgressions(pos []byte) ([]progression, error) {
+	if len(pos)%16 != 0 {
+		return nil, fmt.Errorf("weir: source position of %d bytes", len(pos))
 	}
-	v := r.gen(r.next)
-	r.next += r.step
-	return v, true, nil
-}
-
-func (r *genReader[T]) Position() ([]byte, error) {
-	return binary.BigEndian.AppendUint64(nil, uint64(r.next)), nil
-}
-
-func (r *genReader[T]) Seek(pos []byte) error {
-	if len(pos) != 8 {
-		return fmt.Errorf("weir: generator source position of %d bytes", len(pos))
+	ps := make([]progression, 0, len(pos)/16)
+	for ; len(pos) > 0; pos = pos[16:] {
+		p := progression{int64(binary.BigEndian.Uint64(pos)), int64(binary.BigEndian.Uint64(pos[8:]))}
+		if p.step <= 0 || p.next < 0 {
+			return nil, fmt.Errorf("weir: corrupt source position (next %d, step %d)", p.next, p.step)
+		}
+		ps = append(ps, p)
 	}
-	r.next = int64(binary.BigEndian.Uint64(pos))
+	return ps, nil
+}
+
+// rescale takes subtask sub of par's share of the old subtasks'
+// progressions: every subtask computes the same list (unexhausted
+// progressions, split in two until there are at least par) and takes
+// every par-th one.
+func (s *strided) rescale(positions [][]byte, sub, par int) error {
+	var all []progression
+	for _, pos := range positions {
+		ps, err := decodeProgressions(pos)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if s.n < 0 || p.next < s.n {
+				all = append(all, p)
+			}
+		}
+	}
+	for len(all) > 0 && len(all) < par {
+		p := all[0]
+		all = append(all[1:], progression{p.next, 2 * p.step}, progression{p.next + p.step, 2 * p.step})
+	}
+	s.ps, s.cur = nil, 0
+	for j := sub; j < len(all); j += par {
+		s.ps = append(s.ps, all[j])
+	}
 	return nil
 }
 
@@ -144,24 +220,38 @@ func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 	if err != nil {
 		return err
 	}
+	pr, ok := o.r.(PositionedReader)
+	if !ok {
+		if len(elems) == 0 {
+			return nil
+		}
+		return fmt.Errorf("weir: source %s restored from checkpoint %d but its reader cannot seek (implement PositionedReader)", o.name, ctx.RestoredID)
+	}
+	// Every element is (subtask, parallelism, position); all come from
+	// one run, so they agree on the parallelism.
+	old := make([][]byte, len(elems))
+	oldPar := -1
 	for _, e := range elems {
 		if len(e) < 8 {
 			return fmt.Errorf("weir: source %s: corrupt position state (%d bytes)", o.name, len(e))
 		}
 		sub, par := int(binary.BigEndian.Uint32(e)), int(binary.BigEndian.Uint32(e[4:]))
-		if sub != o.subtask {
-			continue
+		if oldPar == -1 {
+			oldPar = par
 		}
-		if par != o.parallelism {
-			return fmt.Errorf("weir: source %s: parallelism changed from %d to %d; its readers cannot be rescaled", o.name, par, o.parallelism)
+		if par != oldPar || par != len(elems) || sub >= len(elems) || old[sub] != nil {
+			return fmt.Errorf("weir: source %s: inconsistent position state", o.name)
 		}
-		pr, ok := o.r.(PositionedReader)
-		if !ok {
-			return fmt.Errorf("weir: source %s restored from checkpoint %d but its reader cannot seek (implement PositionedReader)", o.name, ctx.RestoredID)
-		}
-		return pr.Seek(e[8:])
+		old[sub] = e[8:]
 	}
-	return nil
+	if oldPar == o.parallelism {
+		return pr.Seek(old[o.subtask])
+	}
+	rr, ok := o.r.(RescalableReader)
+	if !ok {
+		return fmt.Errorf("weir: source %s: parallelism changed from %d to %d; its readers cannot be rescaled (implement RescalableReader)", o.name, oldPar, o.parallelism)
+	}
+	return rr.Rescale(old, o.subtask, o.parallelism)
 }
 
 func (o *sourceOp[T]) SnapshotState(barrier.CheckpointID) error {
