@@ -52,33 +52,43 @@ func finalSums(vs [][2]int64) map[int64]int64 {
 	return final
 }
 
+// savepointOf runs the throttled job at parallelism p, takes a savepoint
+// into dir once at records went through, cancels the job and returns the
+// savepoint's path and the job's result.
+func savepointOf(t *testing.T, p int, n, at int64, dir string) (string, *weir.Result) {
+	t.Helper()
+	// A long interval: only the manual savepoint is taken.
+	env := weir.NewEnvironment(weir.WithParallelism(p), weir.WithBufferTimeout(time.Millisecond),
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}))
+	reached := make(chan struct{})
+	throttledSumJob(env, n, at, reached)
+	job, err := env.Start(context.Background())
+	require.NoError(t, err)
+	<-reached
+	sp, err := job.TriggerSavepoint(context.Background(), dir)
+	require.NoError(t, err)
+	require.DirExists(t, sp)
+	job.Cancel()
+	res, err := job.Wait()
+	require.ErrorIs(t, err, context.Canceled)
+	return sp, res
+}
+
 // A savepoint of a running job, the job cancelled, a new job started from
 // the savepoint: together they count every record exactly once.
 func TestSavepointStopAndResume(t *testing.T) {
 	const n, at = 100000, 30000
 	spDir := t.TempDir()
+	ckpt := weir.CheckpointConfig{Interval: time.Hour}
 	for _, p := range []int{1, 2} {
-		// A long interval: only the manual savepoint is taken.
-		ckpt := weir.CheckpointConfig{Interval: time.Hour}
-		env := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt), weir.WithBufferTimeout(time.Millisecond))
-		reached := make(chan struct{})
-		throttledSumJob(env, n, at, reached)
-		job, err := env.Start(context.Background())
-		require.NoError(t, err)
-		<-reached
-		sp, err := job.TriggerSavepoint(context.Background(), spDir)
-		require.NoError(t, err)
-		require.DirExists(t, sp)
-		job.Cancel()
-		res, err := job.Wait()
-		require.ErrorIs(t, err, context.Canceled)
+		sp, res := savepointOf(t, p, n, at, spDir)
 		require.Equal(t, 1, res.Checkpoints.Completed)
 		require.Equal(t, sp, res.Checkpoints.History[0].SavepointPath)
 
 		env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
 			weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
 		got := throttledSumJob(env2, n, at, nil)
-		res, err = env2.Execute(context.Background())
+		res, err := env2.Execute(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
 		require.Len(t, got.Values(), n, "p=%d: one output per input", p)
@@ -127,16 +137,7 @@ func TestRestoreFromCorruptSavepointFails(t *testing.T) {
 	const n, at = 50000, 10000
 	spDir := t.TempDir()
 	ckpt := weir.CheckpointConfig{Interval: time.Hour}
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt))
-	reached := make(chan struct{})
-	throttledSumJob(env, n, at, reached)
-	job, err := env.Start(context.Background())
-	require.NoError(t, err)
-	<-reached
-	sp, err := job.TriggerSavepoint(context.Background(), spDir)
-	require.NoError(t, err)
-	job.Cancel()
-	_, _ = job.Wait()
+	sp, _ := savepointOf(t, 2, n, at, spDir)
 
 	// Flip a byte in one state file.
 	entries, err := os.ReadDir(sp)
@@ -193,24 +194,13 @@ func TestSavepointNeedsCheckpointing(t *testing.T) {
 // collected outputs by operator-state redistribution.
 func TestSavepointRescales(t *testing.T) {
 	const n, at = 100000, 30000
-	spDir := t.TempDir()
 	ckpt := weir.CheckpointConfig{Interval: time.Hour}
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithBufferTimeout(time.Millisecond))
-	reached := make(chan struct{})
-	throttledSumJob(env, n, at, reached)
-	job, err := env.Start(context.Background())
-	require.NoError(t, err)
-	<-reached
-	sp, err := job.TriggerSavepoint(context.Background(), spDir)
-	require.NoError(t, err)
-	job.Cancel()
-	_, _ = job.Wait()
-
+	sp, _ := savepointOf(t, 2, n, at, t.TempDir())
 	for _, p := range []int{3, 1} {
 		env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
 			weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
 		got := throttledSumJob(env2, n, at, nil)
-		_, err = env2.Execute(context.Background())
+		_, err := env2.Execute(context.Background())
 		require.NoError(t, err, "p=%d", p)
 		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
 		require.Len(t, got.Values(), n, "p=%d", p)

@@ -91,7 +91,7 @@ func (r *indexReader[T]) Next() (T, bool, error) {
 }
 
 func (r *indexReader[T]) Position() ([]byte, error) { return r.idx.encode(), nil }
-func (r *indexReader[T]) Seek(pos []byte) error      { return r.idx.decode(pos) }
+func (r *indexReader[T]) Seek(pos []byte) error     { return r.idx.decode(pos) }
 
 func (r *indexReader[T]) Rescale(positions [][]byte, subtask, parallelism int) error {
 	return r.idx.rescale(positions, subtask, parallelism)
