@@ -268,12 +268,15 @@ func TestTCPConnectionReset(t *testing.T) {
 	subs := []int{0, 1}
 	rg := newRemoteGate(t, cm, ts.addr, pr.id, subs, 256)
 	require.NoError(t, rg.gate.Start())
-	d := NewDeserializer("reset", 0)
+	// One deserializer per channel, as a task has: records may span
+	// buffers of one channel.
+	ds := []*Deserializer{NewDeserializer("reset[0]", 0), NewDeserializer("reset[1]", 0)}
 	var got int
 	var err error
 	for err == nil {
 		var b *buffer.Buffer
-		_, b, err = rg.gate.PollNext()
+		var ch int
+		ch, b, err = rg.gate.PollNext()
 		if err != nil {
 			break
 		}
@@ -290,9 +293,12 @@ func TestTCPConnectionReset(t *testing.T) {
 			mu.Unlock()
 		}
 		if b.IsData() {
+			d := ds[ch]
 			d.SetBuffer(b)
 			for {
-				if _, ok, _ := d.Next(); !ok {
+				_, ok, derr := d.Next()
+				require.NoError(t, derr)
+				if !ok {
 					break
 				}
 			}
@@ -302,7 +308,9 @@ func TestTCPConnectionReset(t *testing.T) {
 	}
 	require.ErrorIs(t, err, ErrConnectionLost)
 	require.Contains(t, err.Error(), ts.addr)
-	d.Close()
+	for _, d := range ds {
+		d.Close()
+	}
 	// The server released the readers: the producers drain and see their
 	// subpartitions released; stop them.
 	waitFor(t, func() bool { return ts.srv.NumConnections() == 0 })
