@@ -360,9 +360,12 @@ type Job struct {
 	done   chan struct{}
 	res    *Result
 	err    error
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	ck     *checkpointing // nil without checkpointing
 }
+
+// errStopped cancels a job stopped at a savepoint.
+var errStopped = errors.New("weir: job stopped with a savepoint")
 
 // ErrNoCheckpointing is returned by the Job's checkpoint methods when the
 // job runs without WithCheckpointing.
@@ -374,8 +377,7 @@ var ErrNoCheckpointing = errors.New("weir: checkpointing is not enabled for this
 // Start a job from it with WithRestoreFrom. A savepoint is not a restore
 // point for failover and commits no side effects: transactional sinks
 // commit its transactions with the next checkpoint, or when a job starts
-// from it. To stop a job at a savepoint, TriggerSavepoint and then Cancel:
-// what the job wrote after the savepoint stays uncommitted.
+// from it. To stop a job at a savepoint, use StopWithSavepoint.
 //
 // It blocks until the savepoint completed or failed (a
 // *coordinator.CheckpointError) or ctx ends. It fails while the job is
@@ -393,6 +395,32 @@ func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (string, error) 
 	}
 	p, err := j.ck.coord.TriggerSavepoint(ctx, abs)
 	return p, wrapTriggerErr("savepoint", err)
+}
+
+// StopWithSavepoint takes a savepoint and stops the job at it, for an
+// upgrade or a rescale: from the trigger on no checkpoint starts, the
+// savepoint commits the transactional sinks' data up to it, and the job is
+// then canceled, so a job started from the savepoint (WithRestoreFrom)
+// continues exactly where this one stopped: nothing lost, nothing written
+// twice. Wait then returns a nil error. If the savepoint fails, the job
+// goes on and the error is returned.
+func (j *Job) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
+	if j.ck == nil {
+		return "", ErrNoCheckpointing
+	}
+	if dir == "" {
+		return "", errors.New("weir: savepoint needs a target directory")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("weir: savepoint: %w", err)
+	}
+	p, err := j.ck.coord.StopWithSavepoint(ctx, abs)
+	if err != nil {
+		return "", wrapTriggerErr("stop with savepoint", err)
+	}
+	j.cancel(errStopped)
+	return p, nil
 }
 
 // TriggerCheckpoint takes a checkpoint now (or as soon as fewer than
@@ -426,7 +454,7 @@ func (j *Job) CheckpointStats() CheckpointStats {
 }
 
 // Cancel stops the job; Wait then returns context.Canceled.
-func (j *Job) Cancel() { j.cancel() }
+func (j *Job) Cancel() { j.cancel(context.Canceled) }
 
 // Wait blocks until the job ended and returns its result.
 func (j *Job) Wait() (*Result, error) {
@@ -450,13 +478,16 @@ func (e *Environment) Start(ctx context.Context) (*Job, error) {
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	j.cancel = cancel
 	go func() {
 		defer close(j.done)
 		defer cleanup()
-		defer cancel()
+		defer cancel(nil)
 		j.res, j.err = e.run(ctx, g, j.ck)
+		if j.err != nil && errors.Is(context.Cause(ctx), errStopped) {
+			j.err = nil // stopped as asked
+		}
 	}()
 	return j, nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -205,4 +207,52 @@ func TestSavepointRescales(t *testing.T) {
 		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
 		require.Len(t, got.Values(), n, "p=%d", p)
 	}
+}
+
+// Stop with a savepoint while checkpoints are taken every 10 ms, with an
+// exactly-once file sink: the first job's committed output and the
+// resumed job's together hold every record exactly once (with
+// TriggerSavepoint and Cancel, a checkpoint completing in between would
+// commit records the resumed job writes again).
+func TestStopWithSavepointThenResumeIsExactlyOnce(t *testing.T) {
+	const n = 200000
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	ckpt := weir.CheckpointConfig{Interval: 10 * time.Millisecond}
+	build := func(throttle bool, opts ...weir.Option) (*weir.Environment, chan struct{}) {
+		env := weir.NewEnvironment(append([]weir.Option{weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+			weir.WithCheckpointing(ckpt)}, opts...)...)
+		reached := make(chan struct{})
+		var seen atomic.Int64
+		var once sync.Once
+		src := weir.FromGenerator(env, n, func(i int64) string { return strconv.FormatInt(i, 10) })
+		slow := weir.Map(src, func(s string) string {
+			if throttle && seen.Add(1) >= 20000 {
+				once.Do(func() { close(reached) })
+				time.Sleep(20 * time.Microsecond) // throttle, not synchronisation
+			}
+			return s
+		})
+		weir.FileSink(slow, out, func(s string) []byte { return []byte(s) })
+		return env, reached
+	}
+	env, reached := build(true)
+	job, err := env.Start(context.Background())
+	require.NoError(t, err)
+	<-reached
+	sp, err := job.StopWithSavepoint(context.Background(), filepath.Join(dir, "sp"))
+	require.NoError(t, err)
+	res, err := job.Wait()
+	require.NoError(t, err, "a stopped job ends without error")
+	require.Positive(t, res.Checkpoints.Completed)
+	_, err = job.StopWithSavepoint(context.Background(), filepath.Join(dir, "sp"))
+	require.Error(t, err, "the job is over")
+
+	env2, _ := build(false, weir.WithRestoreFrom(sp))
+	_, err = env2.Execute(context.Background())
+	require.NoError(t, err)
+	lines := committedLines(t, out)
+	require.Len(t, lines, n)
+	slices.Sort(lines)
+	require.Equal(t, len(lines), len(slices.Compact(lines)), "no line twice")
 }

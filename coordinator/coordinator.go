@@ -382,6 +382,22 @@ func (c *CheckpointCoordinator) TriggerSavepoint(ctx context.Context, dir string
 	return r.path, err
 }
 
+// StopWithSavepoint is TriggerSavepoint for a job that stops at the
+// savepoint (Flink's stop-with-savepoint): from the trigger on, no other
+// checkpoint starts, so nothing after the savepoint is committed; once it
+// completed the tasks are told (transactional sinks commit up to it) and
+// it is the restore point should the job fail before it ended. The caller
+// then cancels the job. If the savepoint fails, periodic checkpointing
+// resumes and the job goes on. It returns ErrStopping while another stop
+// is in progress.
+func (c *CheckpointCoordinator) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
+	if dir == "" {
+		return "", errors.New("coordinator: savepoint needs a target directory")
+	}
+	r, err := c.await(ctx, request{kind: barrier.Savepoint, dir: dir, terminal: true})
+	return r.path, err
+}
+
 func (c *CheckpointCoordinator) await(ctx context.Context, r request) (result, error) {
 	if err := ctx.Err(); err != nil {
 		return result{}, err

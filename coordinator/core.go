@@ -22,9 +22,10 @@ import (
 type requestID uint64
 
 type request struct {
-	id   requestID
-	kind barrier.Kind
-	dir  string // savepoint target directory
+	id       requestID
+	kind     barrier.Kind
+	dir      string // savepoint target directory
+	terminal bool   // a savepoint the job stops at
 }
 
 // attempt is one deployed execution attempt of the job.
@@ -164,6 +165,7 @@ type core struct {
 
 	periodicDue      time.Time // next periodic trigger; zero: none scheduled
 	periodicDeferred bool      // a periodic trigger waits for a free slot
+	stopping         bool      // a terminal savepoint is in progress or done
 	lastCompletion   time.Time // of the newest completed checkpoint
 	completedOnce    bool
 
@@ -208,6 +210,7 @@ func (c *core) attach(a *attempt, now time.Time, initialDelay time.Duration) err
 		return ErrAttached
 	}
 	c.att = a
+	c.stopping = false
 	if c.cfg.Interval > 0 {
 		c.periodicDue = now.Add(initialDelay)
 	}
@@ -335,6 +338,15 @@ func (c *core) request(r request, now time.Time) {
 		return
 	}
 	if r.kind == barrier.Savepoint {
+		if r.terminal {
+			if c.stopping {
+				c.emit(resolve{req: r.id, err: ErrStopping})
+				return
+			}
+			// Nothing after the job's last savepoint: no periodic or
+			// queued checkpoint starts until it failed.
+			c.stopping = true
+		}
 		c.start(r, now)
 		return
 	}
@@ -358,7 +370,7 @@ func (c *core) tick(now time.Time) {
 				Err: fmt.Errorf("not complete after %v", c.cfg.Timeout)}, now)
 		}
 	}
-	if c.att != nil && !c.periodicDue.IsZero() && !now.Before(c.periodicDue) {
+	if c.att != nil && !c.stopping && !c.periodicDue.IsZero() && !now.Before(c.periodicDue) {
 		// Fixed rate: the next one is due a whole number of intervals on.
 		n := now.Sub(c.periodicDue)/c.cfg.Interval + 1
 		c.periodicDue = c.periodicDue.Add(n * c.cfg.Interval)
@@ -376,7 +388,7 @@ func (c *core) nextDeadline() (time.Time, bool) {
 			next, ok = t, true
 		}
 	}
-	if c.att != nil && !c.periodicDue.IsZero() {
+	if c.att != nil && !c.stopping && !c.periodicDue.IsZero() {
 		consider(c.periodicDue)
 	}
 	for _, p := range c.pending {
@@ -391,7 +403,7 @@ func (c *core) slotFree() bool { return len(c.pending) < c.cfg.MaxConcurrent }
 // first (FIFO), then a deferred periodic trigger, which is rescheduled
 // instead if min pause has not yet passed.
 func (c *core) schedule(now time.Time) {
-	if c.att == nil {
+	if c.att == nil || c.stopping {
 		return
 	}
 	for len(c.queue) > 0 && c.slotFree() {
@@ -523,10 +535,18 @@ func (c *core) complete(p *pending, path string, now time.Time) {
 	delete(c.pending, p.id)
 	meta := p.metadata()
 	c.lastCompletion, c.completedOnce = now, true
-	if p.kind == barrier.Savepoint {
+	switch {
+	case p.req.terminal:
+		// The job stops here: this savepoint is its restore point should
+		// it fail before it ended (its staging files stay until then).
+		c.store = append(c.store, meta)
+		c.restored = nil
+		c.retain()
+		c.succeeded(p.id)
+	case p.kind == barrier.Savepoint:
 		// The export is self-contained; the staging files are not needed.
 		c.emit(discard{p.id})
-	} else {
+	default:
 		c.store = append(c.store, meta)
 		c.restored = nil
 		c.retain()
@@ -539,12 +559,13 @@ func (c *core) complete(p *pending, path string, now time.Time) {
 		}
 	}
 	c.stats.complete(p.stats, path, now)
-	if p.kind == barrier.Checkpoint {
-		// A savepoint commits no side effects (as in Flink since 1.15): it
-		// is not a restore point, so a transaction committed for it would
-		// be replayed after a failover to an older checkpoint. Its
-		// transactions are committed by the next checkpoint, or by a job
-		// that starts from it.
+	if p.kind == barrier.Checkpoint || p.req.terminal {
+		// An intermediate savepoint commits no side effects (as in Flink
+		// since 1.15): it is not a restore point, so a transaction
+		// committed for it would be replayed after a failover to an older
+		// checkpoint. Its transactions are committed by the next
+		// checkpoint, or by a job that starts from it. The savepoint a job
+		// stops at commits them.
 		for _, t := range p.att.all {
 			c.emit(notifyComplete{gw: p.att.gw, task: t, id: p.id})
 		}
@@ -571,6 +592,13 @@ func (c *core) abort(p *pending, cerr *CheckpointError, now time.Time) {
 	c.emit(discard{p.id})
 	if p.req.id != 0 {
 		c.emit(resolve{req: p.req.id, err: cerr})
+	}
+	if p.req.terminal {
+		// The job does not stop: checkpointing goes on.
+		c.stopping = false
+		if c.att != nil && c.cfg.Interval > 0 {
+			c.periodicDue = now
+		}
 	}
 	if cerr.counts() {
 		c.failed(p.id, cerr)

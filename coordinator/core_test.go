@@ -44,7 +44,7 @@ var reasonNames = []struct {
 	{ErrTooManyFailures, "too-many-failures"},
 	{ErrDeclined, "declined"}, {ErrExpired, "expired"}, {ErrFinalize, "finalize"},
 	{ErrTriggerFailed, "trigger-failed"}, {ErrSubsumed, "subsumed"}, {ErrDetached, "detached"},
-	{ErrClosed, "closed"}, {ErrNotAttached, "not-attached"}, {ErrAttached, "attached"},
+	{ErrClosed, "closed"}, {ErrNotAttached, "not-attached"}, {ErrAttached, "attached"}, {ErrStopping, "stopping"},
 }
 
 func reasonName(err error) string {
@@ -212,6 +212,7 @@ func (s *script) step(cmd string) string {
 		r := request{id: requestID(n), kind: barrier.Checkpoint}
 		if len(args) > 2 && args[2] == "savepoint" {
 			r.kind, r.dir = barrier.Savepoint, args[3]
+			r.terminal = len(args) > 4 && args[4] == "terminal"
 		}
 		c.request(r, now)
 	case "cancel":
@@ -563,6 +564,35 @@ func TestCore(t *testing.T) {
 				"ackall 8 => persist 8",
 				"persisted 8 => complete 8 x3",
 				"latest => 8 checkpoint",
+			},
+		},
+		{
+			name: "stop with savepoint: nothing starts after it, it commits and is the restore point",
+			cfg:  Config{Interval: time.Minute},
+			script: []string{
+				"attach delay=1m =>",
+				"tick @1m => trigger 1 s/0 checkpoint",
+				"ackall 1 => persist 1",
+				"persisted 1 => complete 1 x3",
+				"request r1 savepoint /sp terminal @1m10s => trigger 2 s/0 savepoint",
+				"request r2 savepoint /sp terminal => resolve r2 stopping",
+				"request r3 => ", // queued, not started
+				"tick @5m => ",   // no periodic trigger either
+				"ackall 2 => export 2 /sp",
+				"persisted 2 path=/sp/sp-2 @5m1s => discard 1; complete 2 x3; resolve r1 ok 2", // subsumes 1; its staging files kept; tasks told
+				"latest => 2 savepoint",
+				"tick @10m => ",
+			},
+		},
+		{
+			name: "stop with savepoint that fails: checkpointing resumes",
+			cfg:  Config{Interval: time.Minute, TolerableFailures: 5},
+			script: []string{
+				"attach delay=1m =>",
+				"request r1 savepoint /sp terminal @10s => trigger 1 s/0 savepoint",
+				"tick @1m => ",
+				"decline 1 m/0 => aborted 1 x3; discard 1; resolve r1 declined",
+				"tick @1m1s => trigger 2 s/0 checkpoint",
 			},
 		},
 		{

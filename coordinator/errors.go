@@ -20,6 +20,9 @@ var (
 	// ErrAttached is returned by Attach and Restore while an attempt is
 	// attached.
 	ErrAttached = errors.New("coordinator: job attempt already attached")
+	// ErrStopping is returned by StopWithSavepoint while the job is
+	// already stopping at another savepoint.
+	ErrStopping = errors.New("coordinator: the job is already stopping with a savepoint")
 	// ErrTooManyFailures is the job failure reported when consecutive
 	// failed checkpoints exceed Config.TolerableFailures.
 	ErrTooManyFailures = errors.New("coordinator: exceeded tolerable checkpoint failures")
