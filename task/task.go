@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -99,7 +100,7 @@ type Metrics struct {
 type Task struct {
 	cfg  Config
 	log  *zap.Logger
-	mail chan func() error
+	mail mailbox
 
 	deser         []*network.Deserializer
 	timer         *time.Timer
@@ -150,7 +151,7 @@ func New(cfg Config) (*Task, error) {
 			return heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Logger: cfg.Logger})
 		}
 	}
-	t := &Task{cfg: cfg, log: cfg.Logger.With(zap.String("task", cfg.Name)), mail: make(chan func() error, 64)}
+	t := &Task{cfg: cfg, log: cfg.Logger.With(zap.String("task", cfg.Name)), mail: newMailbox()}
 	t.metrics.Name = cfg.Name
 	if cfg.Gate != nil {
 		t.deser = make([]*network.Deserializer, cfg.Gate.NumChannels())
@@ -197,18 +198,55 @@ func (t *Task) Metrics() Metrics { return t.metrics }
 var ErrMailboxClosed = errors.New("task: not running")
 
 // Post queues m to run in the task's goroutine between records. It does
-// not block: it fails with ErrMailboxClosed when the task is not running,
-// and with an error when the mailbox is full.
+// not block and never drops a mail (a checkpoint trigger or notification
+// lost would leave a checkpoint pending until it times out): it fails only
+// with ErrMailboxClosed when the task is not running.
 func (t *Task) Post(m func() error) error {
 	if t.State() != Running {
 		return ErrMailboxClosed
 	}
+	t.mail.put(m)
+	return nil
+}
+
+// mailbox is the task's queue of mails (Flink's TaskMailbox): unbounded,
+// as mails are few (checkpoint triggers and notifications), and cheap to
+// check between records: one atomic load when empty.
+type mailbox struct {
+	n      atomic.Int32
+	signal chan struct{} // buffered(1): a mail was put
+	mu     sync.Mutex
+	q      []func() error
+}
+
+func newMailbox() mailbox { return mailbox{signal: make(chan struct{}, 1)} }
+
+func (b *mailbox) put(m func() error) {
+	b.mu.Lock()
+	b.q = append(b.q, m)
+	b.n.Add(1)
+	b.mu.Unlock()
 	select {
-	case t.mail <- m:
-		return nil
+	case b.signal <- struct{}{}:
 	default:
-		return fmt.Errorf("task %s: mailbox full", t.cfg.Name)
 	}
+}
+
+// take returns the oldest mail, or nil.
+func (b *mailbox) take() func() error {
+	if b.n.Load() == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.q) == 0 {
+		return nil
+	}
+	m := b.q[0]
+	b.q[0] = nil
+	b.q = b.q[1:]
+	b.n.Add(-1)
+	return m
 }
 
 // Error is a task failure: it names the task and, when known, the operator.
@@ -349,13 +387,9 @@ func (t *Task) cleanup(err error) error {
 	}
 	t.closeStates()
 	// Drop mails that arrived too late.
-	for {
-		select {
-		case <-t.mail:
-		default:
-			return err
-		}
+	for t.mail.take() != nil {
 	}
+	return err
 }
 
 func (t *Task) collectMetrics(total time.Duration) {
@@ -370,16 +404,12 @@ func (t *Task) collectMetrics(total time.Duration) {
 
 // runMails runs every queued mail.
 func (t *Task) runMails() error {
-	for {
-		select {
-		case m := <-t.mail:
-			if err := m(); err != nil {
-				return err
-			}
-		default:
-			return nil
+	for m := t.mail.take(); m != nil; m = t.mail.take() {
+		if err := m(); err != nil {
+			return err
 		}
 	}
+	return nil
 }
 
 // armFlush sets the next flush deadline.
@@ -418,8 +448,8 @@ func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure boo
 	var err error
 	select {
 	case <-ready:
-	case m := <-t.mail:
-		err = m()
+	case <-t.mail.signal:
+		err = t.runMails()
 	case <-timerC:
 		timerC = nil
 	case <-ctx.Done():

@@ -164,3 +164,27 @@ func TestCancelledTaskStops(t *testing.T) {
 	require.Len(t, a.declined, 1)
 	require.ErrorIs(t, a.declined[0], ErrNotRunning)
 }
+
+// Mails are never dropped, however many arrive between two mailbox
+// checks (a lost trigger would leave its checkpoint pending until it
+// times out), and run in order.
+func TestMailboxKeepsEveryMailInOrder(t *testing.T) {
+	b := newMailbox()
+	var ran []int
+	for i := range 1000 {
+		b.put(func() error { ran = append(ran, i); return nil })
+	}
+	select {
+	case <-b.signal:
+	default:
+		t.Fatal("no signal")
+	}
+	for m := b.take(); m != nil; m = b.take() {
+		require.NoError(t, m())
+	}
+	require.Len(t, ran, 1000)
+	for i, v := range ran {
+		require.Equal(t, i, v)
+	}
+	require.Nil(t, b.take())
+}
