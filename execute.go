@@ -383,6 +383,16 @@ var ErrNoCheckpointing = errors.New("weir: checkpointing is not enabled for this
 // *coordinator.CheckpointError) or ctx ends. It fails while the job is
 // restarting or finishing.
 func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
+	abs, err := j.savepointDir(dir)
+	if err != nil {
+		return "", err
+	}
+	p, err := j.ck.coord.TriggerSavepoint(ctx, abs)
+	return p, wrapTriggerErr("savepoint", err)
+}
+
+// savepointDir checks that the job checkpoints and makes dir absolute.
+func (j *Job) savepointDir(dir string) (string, error) {
 	if j.ck == nil {
 		return "", ErrNoCheckpointing
 	}
@@ -393,8 +403,7 @@ func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("weir: savepoint: %w", err)
 	}
-	p, err := j.ck.coord.TriggerSavepoint(ctx, abs)
-	return p, wrapTriggerErr("savepoint", err)
+	return abs, nil
 }
 
 // StopWithSavepoint takes a savepoint and stops the job at it, for an
@@ -405,15 +414,9 @@ func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (string, error) 
 // twice. Wait then returns a nil error. If the savepoint fails, the job
 // goes on and the error is returned.
 func (j *Job) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
-	if j.ck == nil {
-		return "", ErrNoCheckpointing
-	}
-	if dir == "" {
-		return "", errors.New("weir: savepoint needs a target directory")
-	}
-	abs, err := filepath.Abs(dir)
+	abs, err := j.savepointDir(dir)
 	if err != nil {
-		return "", fmt.Errorf("weir: savepoint: %w", err)
+		return "", err
 	}
 	p, err := j.ck.coord.StopWithSavepoint(ctx, abs)
 	if err != nil {
