@@ -113,21 +113,16 @@ func (r responder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap st
 	r.c.Acknowledge(k, id, snap, checkpointMetrics(m))
 }
 
+func (r responder) Running(k state.TaskKey) { r.c.TaskRunning(k) }
+
 func (r responder) Decline(k state.TaskKey, id barrier.CheckpointID, reason error) {
-	if !ignoreDecline(reason) {
-		r.c.Decline(k, id, reason)
-	}
+	r.c.Decline(k, id, reason)
 }
 
 func checkpointMetrics(m task.CheckpointMetrics) coordinator.TaskCheckpointMetrics {
 	return coordinator.TaskCheckpointMetrics{AlignmentDuration: m.AlignmentDuration,
 		StartDelay: m.StartDelay, SyncDuration: m.SyncDuration, AsyncDuration: m.AsyncDuration, StateSize: m.StateSize}
 }
-
-// ignoreDecline reports a decline by a task that finished: the job is
-// ending and checkpointing is detached as soon as the first task
-// finishes, which aborts the checkpoint without counting it as a failure.
-func ignoreDecline(reason error) bool { return errors.Is(reason, task.ErrNotRunning) }
 
 // restoreConfig extracts what one vertex needs from a restore point. Each
 // operator's subtask states are in subtask order, so that every subtask
@@ -325,8 +320,9 @@ type attempt interface {
 	// gateway reaches the attempt's tasks for the coordinator.
 	gateway() coordinator.TaskGateway
 	// run runs the tasks until all finished, one failed, or ctx ended;
-	// finished is called whenever a task finished successfully.
-	run(ctx context.Context, finished func()) error
+	// ended is called whenever a task returned, with its error (nil: it
+	// finished), and when the attempt fails as a whole.
+	run(ctx context.Context, ended func(error)) error
 	// resolveFinal commits (commit) or aborts the transactions of sinks
 	// that finished; after a failure, those of checkpoints up to
 	// completed are committed all the same.
@@ -365,12 +361,8 @@ func (a *localAttempt) taskKeys() (sources, all []state.TaskKey) {
 
 func (a *localAttempt) gateway() coordinator.TaskGateway { return a }
 
-func (a *localAttempt) run(ctx context.Context, finished func()) error {
-	return runAttemptHook(ctx, a.d, func(_ state.TaskKey, err error) {
-		if err == nil && finished != nil {
-			finished()
-		}
-	})
+func (a *localAttempt) run(ctx context.Context, ended func(error)) error {
+	return runAttemptHook(ctx, a.d, func(_ state.TaskKey, err error) { ended(err) })
 }
 
 func (a *localAttempt) resolveFinal(commit bool, completed barrier.CheckpointID) error {
@@ -450,9 +442,17 @@ func (e *Environment) runWithCheckpointing(ctx context.Context, ck *checkpointin
 			return fmt.Errorf("weir: %w", err)
 		}
 		var once sync.Once
-		err = a.run(actx, func() {
-			// A bounded job is ending: no further checkpoint can complete.
-			once.Do(func() { coord.Detach(errors.New("weir: job finishing")) })
+		err = a.run(actx, func(err error) {
+			once.Do(func() {
+				if err == nil {
+					// A bounded job is ending: no further checkpoint can
+					// complete.
+					err = errors.New("weir: job finishing")
+				}
+				// A failing attempt takes no more checkpoints while its
+				// tasks stop (Flink suspends the scheduler on failover).
+				coord.Detach(err)
+			})
 		})
 		if cause := context.Cause(actx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 			err = cause

@@ -204,6 +204,8 @@ func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
 	a := j.current()
 	switch {
 	case a == nil:
+	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n && m.TaskStatus.State == cluster.Running:
+		j.ck.coord.TaskRunning(m.TaskStatus.Task)
 	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n:
 		a.taskEnded(m.TaskStatus)
 	case m.Ack != nil && m.Ack.Attempt == a.n:
@@ -211,7 +213,11 @@ func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
 		j.ck.coord.Acknowledge(r.Task, r.ID, r.Snapshot, r.Metrics)
 	case m.Decline != nil && m.Decline.Attempt == a.n:
 		r := m.Decline
-		j.ck.coord.Decline(r.Task, r.ID, errors.New(r.Reason))
+		var reason error = errors.New(r.Reason)
+		if r.Kind.Valid() {
+			reason = barrier.Decline(r.Kind, reason)
+		}
+		j.ck.coord.Decline(r.Task, r.ID, reason)
 	case m.Committed != nil && m.Committed.Attempt == a.n:
 		a.committed(id, m.Committed.Error)
 	}
@@ -367,16 +373,15 @@ func (a *clusterAttempt) progress() (failure error, done bool, finished int) {
 	return failure, finished == len(a.all), finished
 }
 
-func (a *clusterAttempt) run(ctx context.Context, finished func()) error {
+func (a *clusterAttempt) run(ctx context.Context, ended func(error)) error {
 	reported := 0
 	for {
 		failure, done, nfinished := a.progress()
 		for ; reported < nfinished; reported++ {
-			if finished != nil {
-				finished()
-			}
+			ended(nil)
 		}
 		if failure != nil {
+			ended(failure)
 			a.cancel(failure)
 			return failure
 		}
@@ -387,6 +392,7 @@ func (a *clusterAttempt) run(ctx context.Context, finished func()) error {
 		case <-a.notify:
 		case <-ctx.Done():
 			err := context.Cause(ctx)
+			ended(err)
 			a.cancel(err)
 			return err
 		}
@@ -617,7 +623,7 @@ func (w *worker) Command(ctx context.Context, m cluster.CoordinatorMessage) erro
 			t.TriggerCheckpoint(c.Barrier)
 		} else {
 			w.send(ctx, cluster.WorkerMessage{Decline: &cluster.Decline{Attempt: c.Attempt, Task: c.Task, ID: c.Barrier.ID,
-				Reason: "task not running on worker " + w.id}})
+				Kind: barrier.DeclineTaskNotReady, Reason: "task not running on worker " + w.id}})
 		}
 	case m.NotifyCheckpoint != nil:
 		c := m.NotifyCheckpoint
@@ -770,9 +776,15 @@ func (r *workerResponder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, 
 		Metrics: checkpointMetrics(m)}})
 }
 
+func (r *workerResponder) Running(k state.TaskKey) {
+	r.w.send(context.Background(), cluster.WorkerMessage{TaskStatus: &cluster.TaskStatus{Attempt: r.n, Task: k, State: cluster.Running}})
+}
+
 func (r *workerResponder) Decline(k state.TaskKey, id barrier.CheckpointID, reason error) {
-	if ignoreDecline(reason) {
-		return
+	d := &cluster.Decline{Attempt: r.n, Task: k, ID: id, Reason: reason.Error()}
+	var de *barrier.DeclineError
+	if errors.As(reason, &de) {
+		d.Kind = de.Reason
 	}
-	r.w.send(context.Background(), cluster.WorkerMessage{Decline: &cluster.Decline{Attempt: r.n, Task: k, ID: id, Reason: reason.Error()}})
+	r.w.send(context.Background(), cluster.WorkerMessage{Decline: d})
 }

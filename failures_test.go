@@ -1,7 +1,6 @@
 package weir_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -52,7 +51,7 @@ func TestUnwritableCheckpointsAreCountedFailures(t *testing.T) {
 	require.NoError(t, err)
 	st := &flakyStorage{FileStorage: fs, fail: func(id barrier.CheckpointID) bool { return id%2 == 0 }}
 	got, env := sumJobWithStorage(t, n, weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 1, Storage: st})
-	res, err := env.Execute(context.Background())
+	res, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
 	require.Equal(t, wantSums(n), finalSums(got.Values()))
 	require.Len(t, got.Values(), n)
@@ -78,7 +77,7 @@ func TestAlwaysFailingCheckpointsFailTheJob(t *testing.T) {
 	require.NoError(t, err)
 	_, env := sumJobWithStorage(t, 1<<40, weir.CheckpointConfig{Interval: 10 * time.Millisecond, Storage: st},
 		weir.WithRestartStrategy(restart))
-	res, err := env.Execute(context.Background())
+	res, err := env.Execute(testCtx(t))
 	require.Error(t, err)
 	require.ErrorIs(t, err, coordinator.ErrTooManyFailures)
 	require.Equal(t, 2, res.Restarts)
@@ -86,7 +85,7 @@ func TestAlwaysFailingCheckpointsFailTheJob(t *testing.T) {
 	for _, c := range res.Checkpoints.History {
 		diskFull = diskFull || errors.Is(c.Failure, errDiskFull)
 	}
-	require.True(t, diskFull, "the failed checkpoints name their cause")
+	require.True(t, diskFull, "the failed checkpoints name their cause: %+v", res.Checkpoints.History)
 	require.Zero(t, res.LeakedSegments)
 }
 
@@ -109,7 +108,7 @@ func TestCheckpointTimesOutWhileSinkStalls(t *testing.T) {
 		return v
 	}).WithCodec(pairCodec)
 	got, _ := weir.Collect(stalled)
-	res, err := env.Execute(context.Background())
+	res, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
 	require.Equal(t, wantSums(n), finalSums(got.Values()))
 	require.Len(t, got.Values(), n)
@@ -166,7 +165,7 @@ func TestTaskFailingDuringSnapshotRecovers(t *testing.T) {
 	weir.TwoPhaseCommitSink(src, codec.Int(), func(int, int) (weir.TwoPhaseCommitter[string, int], error) {
 		return &failingCommitter{pending: map[int][]string{}, next: &next, failed: &failed}, nil
 	})
-	res, err := env.Execute(context.Background())
+	res, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
 	require.True(t, failed.Load())
 	require.GreaterOrEqual(t, res.Restarts, 1)

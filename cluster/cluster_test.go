@@ -70,6 +70,8 @@ func TestCodecRoundTripsAckExactly(t *testing.T) {
 	for name, m := range map[string]WorkerMessage{
 		"full":          sampleAck(),
 		"nil operators": {Ack: &Ack{Task: state.TaskKey{Vertex: "v"}, ID: 1}},
+		"decline": {Decline: &Decline{Attempt: 2, Task: state.TaskKey{Vertex: "v", Subtask: 1}, ID: 9,
+			Kind: barrier.DeclineTaskNotReady, Reason: "not yet"}},
 		"empty operators": {Ack: &Ack{Task: state.TaskKey{Vertex: "v"}, ID: 1,
 			Snapshot: state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{}}}},
 	} {

@@ -113,7 +113,10 @@ type Decline struct {
 	Attempt Attempt
 	Task    state.TaskKey
 	ID      barrier.CheckpointID
-	Reason  string
+	// Kind classifies the decline (see barrier.DeclineReason); zero for
+	// an unclassified one, which counts as a checkpoint failure.
+	Kind   barrier.DeclineReason `json:",omitempty"`
+	Reason string
 }
 
 // Assignment places one task on one worker.

@@ -264,7 +264,8 @@ func (c *CheckpointCoordinator) shutdown(status JobStatus) bool {
 // Attach starts (or resumes) checkpointing for a newly deployed job
 // attempt: sources are the tasks that receive triggers, all the tasks that
 // must acknowledge (sources included), gw reaches them. The first periodic
-// checkpoint is due after a random delay in [MinPause, Interval]. It
+// checkpoint is due after a random delay in [MinPause, Interval], and
+// starts once every task reported TaskRunning. It
 // returns ErrAttached if an attempt is attached, ErrClosed after Close,
 // or an error for an empty or inconsistent task list.
 func (c *CheckpointCoordinator) Attach(sources, all []state.TaskKey, gw TaskGateway) error {
@@ -347,8 +348,22 @@ func (c *CheckpointCoordinator) Acknowledge(task state.TaskKey, id barrier.Check
 	}
 }
 
-// Decline aborts checkpoint id because task could not take it; it counts as
-// a failed checkpoint. Declines of checkpoints no longer pending are
+// TaskRunning reports that task, of the attached attempt, is running (its
+// state restored, about to process input). No checkpoint or savepoint is
+// triggered before every task of the attempt reported it (Flink's
+// NOT_ALL_REQUIRED_TASKS_RUNNING check): a periodic trigger that comes due
+// earlier waits, and so do manual requests. Reports for tasks of no
+// attached attempt are ignored. Safe to call from any goroutine.
+func (c *CheckpointCoordinator) TaskRunning(task state.TaskKey) {
+	c.mu.Lock()
+	c.mu.core.taskRunning(task, c.clock.Now())
+	c.unlockAndKick()
+}
+
+// Decline aborts checkpoint id because task could not take it. It counts
+// as a failed checkpoint unless reason is a *barrier.DeclineError whose
+// reason does not (a task not ready yet, finished, canceled; see
+// barrier.DeclineReason). Declines of checkpoints no longer pending are
 // ignored. Safe to call from any goroutine.
 func (c *CheckpointCoordinator) Decline(task state.TaskKey, id barrier.CheckpointID, reason error) {
 	c.mu.Lock()

@@ -178,7 +178,7 @@ func start(t *testing.T, cfg Config, ack bool, opts ...Option) *harness {
 	require.NoError(t, err)
 	h.c = c
 	h.gw = newGateway(c, ack)
-	require.NoError(t, c.Attach([]state.TaskKey{src}, tasks, h.gw))
+	attachRunning(t, c, h.gw)
 	go func() { h.run <- c.Run(context.Background()) }()
 	t.Cleanup(func() {
 		require.NoError(t, c.Close())
@@ -374,7 +374,7 @@ func TestDriverDetachAndReattach(t *testing.T) {
 		require.Len(t, h.gw.triggers(), 1, "scheduler paused while detached")
 
 		gw2 := newGateway(h.c, true)
-		require.NoError(t, h.c.Attach([]state.TaskKey{src}, tasks, gw2))
+		attachRunning(t, h.c, gw2)
 		require.ErrorIs(t, h.c.Attach([]state.TaskKey{src}, tasks, gw2), ErrAttached)
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -390,7 +390,7 @@ func TestDriverRestoreContinuesIDs(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.Restore(state.Metadata{ID: 41, Kind: barrier.Checkpoint}, true))
 		gw := newGateway(c, true)
-		require.NoError(t, c.Attach([]state.TaskKey{src}, tasks, gw))
+		attachRunning(t, c, gw)
 		require.ErrorIs(t, c.Restore(state.Metadata{ID: 1}, true), ErrAttached)
 		ctx, cancel := context.WithCancel(t.Context())
 		run := make(chan error, 1)
@@ -414,7 +414,7 @@ func TestDriverCloseAndShutdown(t *testing.T) {
 		c, err := New(Config{Interval: time.Minute}, st)
 		require.NoError(t, err)
 		gw := newGateway(c, true)
-		require.NoError(t, c.Attach([]state.TaskKey{src}, tasks, gw))
+		attachRunning(t, c, gw)
 		run := make(chan error, 1)
 		go func() { run <- c.Run(t.Context()) }()
 		_, err = c.TriggerCheckpoint(t.Context())
@@ -508,4 +508,13 @@ func TestDriverUnalignedOptions(t *testing.T) {
 		require.Equal(t, barrier.Options{Kind: barrier.Checkpoint, Alignment: barrier.AlignedWithTimeout, AlignmentTimeout: time.Second}, trig[0].Options)
 		require.Equal(t, barrier.Options{Kind: barrier.Savepoint, Alignment: barrier.Aligned}, trig[1].Options)
 	})
+}
+
+// attachRunning attaches tasks (source src) and reports them all running.
+func attachRunning(t *testing.T, c *CheckpointCoordinator, gw TaskGateway) {
+	t.Helper()
+	require.NoError(t, c.Attach([]state.TaskKey{src}, tasks, gw))
+	for _, k := range tasks {
+		c.TaskRunning(k)
+	}
 }

@@ -34,7 +34,13 @@ type attempt struct {
 	all     []state.TaskKey
 	tasks   map[state.TaskKey]struct{}
 	gw      TaskGateway // carried in effects, never called by the core
+
+	// running holds the tasks that reported running; checkpoints start
+	// only once every task did (Flink's NOT_ALL_REQUIRED_TASKS_RUNNING).
+	running map[state.TaskKey]struct{}
 }
+
+func (a *attempt) allRunning() bool { return len(a.running) == len(a.all) }
 
 func newAttempt(sources, all []state.TaskKey, gw TaskGateway) (*attempt, error) {
 	if len(all) == 0 {
@@ -51,6 +57,7 @@ func newAttempt(sources, all []state.TaskKey, gw TaskGateway) (*attempt, error) 
 		all:     slices.Clone(all),
 		tasks:   make(map[state.TaskKey]struct{}, len(all)),
 		gw:      gw,
+		running: make(map[state.TaskKey]struct{}, len(all)),
 	}
 	for _, t := range all {
 		if _, dup := a.tasks[t]; dup {
@@ -314,6 +321,21 @@ func (c *core) restore(m state.Metadata, claim bool) error {
 	return nil
 }
 
+// taskRunning records that a task of the attached attempt is running;
+// once every task is, waiting checkpoints start. It reports whether the
+// task was unknown.
+func (c *core) taskRunning(task state.TaskKey, now time.Time) bool {
+	if c.att == nil {
+		return false
+	}
+	if _, ok := c.att.tasks[task]; !ok {
+		return false
+	}
+	c.att.running[task] = struct{}{}
+	c.schedule(now)
+	return true
+}
+
 // latest returns the newest restore point.
 func (c *core) latest() (state.Metadata, bool) {
 	if c.restored != nil {
@@ -347,9 +369,13 @@ func (c *core) request(r request, now time.Time) {
 			// queued checkpoint starts until it failed.
 			c.stopping = true
 		}
-		c.start(r, now)
-		return
+		if c.att.allRunning() {
+			c.start(r, now)
+			return
+		}
 	}
+	// Checkpoints wait for a free slot, and everything waits until every
+	// task runs.
 	c.queue = append(c.queue, r)
 	c.schedule(now)
 }
@@ -399,19 +425,28 @@ func (c *core) nextDeadline() (time.Time, bool) {
 
 func (c *core) slotFree() bool { return len(c.pending) < c.cfg.MaxConcurrent }
 
-// schedule starts whatever waits for a free slot: queued manual requests
-// first (FIFO), then a deferred periodic trigger, which is rescheduled
-// instead if min pause has not yet passed.
+// schedule starts whatever waits, once every task of the attempt runs:
+// queued savepoints, queued manual checkpoints while a slot is free
+// (FIFO), then a deferred periodic trigger, which is rescheduled instead
+// if min pause has not yet passed.
 func (c *core) schedule(now time.Time) {
-	if c.att == nil || c.stopping {
+	if c.att == nil || !c.att.allRunning() {
 		return
 	}
-	for len(c.queue) > 0 && c.slotFree() {
-		r := c.queue[0]
-		c.queue = c.queue[1:]
-		c.start(r, now)
+	waiting := c.queue[:0]
+	for _, r := range c.queue {
+		switch {
+		case r.kind == barrier.Savepoint:
+			c.start(r, now) // not held back by max concurrent
+		case !c.stopping && c.slotFree():
+			c.start(r, now)
+		default:
+			waiting = append(waiting, r)
+		}
 	}
-	if !c.periodicDeferred || len(c.queue) > 0 || !c.slotFree() {
+	clear(c.queue[len(waiting):])
+	c.queue = waiting
+	if c.stopping || !c.periodicDeferred || len(c.queue) > 0 || !c.slotFree() {
 		return
 	}
 	c.periodicDeferred = false
@@ -485,7 +520,9 @@ func (c *core) isRestorePoint(id barrier.CheckpointID) bool {
 	return slices.ContainsFunc(c.store, func(m state.Metadata) bool { return m.ID == id })
 }
 
-// decline aborts checkpoint id because task cannot take it.
+// decline aborts checkpoint id because task cannot take it. Whether that
+// counts as a checkpoint failure depends on the reason (a
+// *barrier.DeclineError; an untyped reason counts).
 func (c *core) decline(task state.TaskKey, id barrier.CheckpointID, reason error, now time.Time) bool {
 	p := c.pending[id]
 	if p == nil || p.finalizing {

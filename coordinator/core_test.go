@@ -110,9 +110,10 @@ func render(effs []effect) string {
 
 // script drives a core. Each line is "command args [@offset] => effects".
 //
-//	attach [sources=a/0] [all=a/0,b/0] [delay=D]  (default: s/0 of s/0,m/0,k/0)
+//	attach [sources=a/0] [all=a/0,b/0] [delay=D] [running=none]  (default: s/0 of s/0,m/0,k/0, all running)
+//	running TASK
 //	tick, detach, shutdown STATUS
-//	ack ID TASK | ackall ID | decline ID TASK | triggerfail ID TASK
+//	ack ID TASK | ackall ID | decline ID TASK [reason=snapshot|notready|finished|canceled] | triggerfail ID TASK
 //	persisted ID [fail] [path=P]
 //	request REQ [savepoint DIR] | cancel REQ | restore ID [savepoint] [unclaimed]
 //	latest => ID  |  pending => N  |  next => offset
@@ -177,6 +178,14 @@ func (s *script) step(cmd string) string {
 			return reasonName(err)
 		}
 		s.att = a
+		if kv["running"] != "none" {
+			// Most scripts start with every task running.
+			for _, task := range a.all {
+				c.taskRunning(task, now)
+			}
+		}
+	case "running":
+		c.taskRunning(parseTask(args[1]), now)
 	case "tick":
 		c.tick(now)
 	case "detach":
@@ -198,7 +207,14 @@ func (s *script) step(cmd string) string {
 			}
 		}
 	case "decline":
-		c.decline(parseTask(args[2]), id(1), errors.New("no"), now)
+		var reason error = errors.New("no")
+		if v, ok := kv["reason"]; ok {
+			r := map[string]barrier.DeclineReason{"snapshot": barrier.DeclineSnapshotFailed, "notready": barrier.DeclineTaskNotReady,
+				"finished": barrier.DeclineTaskFinished, "canceled": barrier.DeclineTaskCanceled}[v]
+			require.NotZero(s.t, r, "unknown decline reason %q", v)
+			reason = barrier.Decline(r, nil)
+		}
+		c.decline(parseTask(args[2]), id(1), reason, now)
 	case "triggerfail":
 		c.triggerFailed(parseTask(args[2]), id(1), errors.New("gone"), now)
 	case "persisted":
@@ -685,6 +701,54 @@ func TestCore(t *testing.T) {
 			script: []string{
 				"attach delay=0s =>",
 				"tick => trigger 1 s/0 checkpoint",
+			},
+		},
+		{
+			// The stall of a restarted job: the first periodic trigger came
+			// due before the tasks ran, reached a source that was not
+			// running and stayed pending until its timeout.
+			name: "nothing is triggered before every task runs",
+			cfg:  Config{Interval: time.Second},
+			script: []string{
+				"attach delay=0s running=none =>",
+				"tick => ",
+				"pending => 0",
+				"running s/0 =>",
+				"running m/0 =>",
+				"tick @1s =>",
+				"running k/0 @1500ms => trigger 1 s/0 checkpoint",
+				"ackall 1 @1600ms => persist 1",
+				"persisted 1 @1600ms => complete 1 x3",
+				"tick @2s => trigger 2 s/0 checkpoint",
+			},
+		},
+		{
+			name: "manual requests and savepoints wait for running tasks",
+			cfg:  Config{Interval: time.Hour},
+			script: []string{
+				"attach delay=1h running=none =>",
+				"request r1 =>",
+				"request r2 savepoint /sp =>",
+				"running s/0 =>",
+				"running m/0 =>",
+				"running x/9 =>",
+				"running k/0 => trigger 1 s/0 checkpoint; trigger 2 s/0 savepoint",
+				"pending => 2",
+			},
+		},
+		{
+			name: "a task not ready declines: aborted, not counted, the next trigger proceeds",
+			cfg:  Config{Interval: time.Second},
+			script: []string{
+				"attach delay=0s =>",
+				"tick => trigger 1 s/0 checkpoint",
+				"decline 1 s/0 reason=notready => aborted 1 x3; discard 1",
+				"tick @1s => trigger 2 s/0 checkpoint",
+				"decline 2 m/0 reason=canceled => aborted 2 x3; discard 2",
+				"tick @2s => trigger 3 s/0 checkpoint",
+				"decline 3 k/0 reason=finished => aborted 3 x3; discard 3",
+				"tick @3s => trigger 4 s/0 checkpoint",
+				"decline 4 k/0 reason=snapshot => aborted 4 x3; discard 4; failjob too-many-failures",
 			},
 		},
 	}

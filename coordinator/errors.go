@@ -27,7 +27,9 @@ var (
 	// failed checkpoints exceed Config.TolerableFailures.
 	ErrTooManyFailures = errors.New("coordinator: exceeded tolerable checkpoint failures")
 
-	// ErrDeclined: a task declined the checkpoint (counts as a failure).
+	// ErrDeclined: a task declined the checkpoint. It counts as a failure
+	// unless the task's *barrier.DeclineError says it could not run now
+	// (not ready, finished, canceled, subsumed, canceled upstream).
 	ErrDeclined = errors.New("coordinator: checkpoint declined")
 	// ErrExpired: the checkpoint timed out (counts as a failure).
 	ErrExpired = errors.New("coordinator: checkpoint expired")
@@ -72,7 +74,13 @@ func (e *CheckpointError) counts() bool {
 		return false
 	}
 	switch e.Reason {
-	case ErrDeclined, ErrExpired, ErrFinalize:
+	case ErrDeclined:
+		var de *barrier.DeclineError
+		if errors.As(e.Err, &de) {
+			return de.Reason.CountsAsFailure()
+		}
+		return true
+	case ErrExpired, ErrFinalize:
 		return true
 	}
 	return false

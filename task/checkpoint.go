@@ -19,6 +19,11 @@ import (
 // coordinator, or an RPC client that reaches it. Calls come from the
 // task's goroutines and must not block for long.
 type CheckpointResponder interface {
+	// Running reports that the task is running: its operators are open,
+	// their state restored, and it is about to process input. The
+	// coordinator triggers checkpoints only once every task is (Flink's
+	// NOT_ALL_REQUIRED_TASKS_RUNNING check).
+	Running(task state.TaskKey)
 	Acknowledge(task state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m CheckpointMetrics)
 	Decline(task state.TaskKey, id barrier.CheckpointID, reason error)
 }
@@ -31,10 +36,6 @@ type CheckpointMetrics struct {
 	AsyncDuration     time.Duration // asynchronous part
 	StateSize         int64
 }
-
-// ErrNotRunning is the reason a task declines a checkpoint it cannot take
-// because it is not (or no longer) running.
-var ErrNotRunning = errors.New("task: not running")
 
 // CheckpointConfig turns checkpointing on for a task.
 type CheckpointConfig struct {
@@ -148,7 +149,7 @@ func (c *checkpointer) TriggerCheckpoint(b barrier.Barrier) {
 func (c *checkpointer) AbortCheckpoint(id barrier.CheckpointID, reason barrier.AbortReason) {
 	c.alignAt = time.Time{}
 	c.t.broadcastEvent(cancelPayload(id), buffer.Event)
-	c.cfg.Responder.Decline(c.t.cfg.Key, id, fmt.Errorf("task %s: %s", c.t.cfg.Name, reason))
+	c.t.decline(id, barrier.DeclineReasonOf(reason), nil)
 }
 
 func (t *Task) broadcastEvent(payload []byte, dt buffer.DataType) {
@@ -159,27 +160,52 @@ func (t *Task) broadcastEvent(payload []byte, dt buffer.DataType) {
 
 // TriggerCheckpoint asks a source task to take checkpoint b: in its next
 // mailbox step it snapshots and injects the barrier. Safe from any
-// goroutine; a task that cannot take it declines.
+// goroutine. A task that cannot take it declines with a
+// *barrier.DeclineError: DeclineTaskFinished once its input ended, and
+// DeclineTaskFinished or DeclineTaskCanceled when it stopped before the
+// trigger ran.
 func (t *Task) TriggerCheckpoint(b barrier.Barrier) {
 	if t.ckpt == nil {
 		return
 	}
-	err := t.Post(func() error {
-		if t.inputEnded {
-			t.ckpt.cfg.Responder.Decline(t.cfg.Key, b.ID, ErrNotRunning)
-			return nil
-		}
-		return t.performCheckpoint(b, 0)
+	err := t.postMail(mail{
+		run: func() error {
+			if t.inputEnded {
+				t.decline(b.ID, barrier.DeclineTaskFinished, nil)
+				return nil
+			}
+			return t.performCheckpoint(b, 0)
+		},
+		drop: func(finished bool) { t.declineStopped(b.ID, finished) },
 	})
 	if err != nil {
-		t.ckpt.cfg.Responder.Decline(t.cfg.Key, b.ID, fmt.Errorf("%w: %v", ErrNotRunning, err))
+		t.declineStopped(b.ID, t.State() == Finished)
 	}
+}
+
+// declineStopped declines checkpoint id of a task that stopped.
+func (t *Task) declineStopped(id barrier.CheckpointID, finished bool) {
+	if finished {
+		t.decline(id, barrier.DeclineTaskFinished, nil)
+	} else {
+		t.decline(id, barrier.DeclineTaskCanceled, nil)
+	}
+}
+
+// decline tells the coordinator that the task cannot take checkpoint id.
+func (t *Task) decline(id barrier.CheckpointID, reason barrier.DeclineReason, cause error) {
+	if cause != nil {
+		cause = fmt.Errorf("task %s: %w", t.cfg.Name, cause)
+	} else {
+		cause = fmt.Errorf("task %s", t.cfg.Name)
+	}
+	t.ckpt.cfg.Responder.Decline(t.cfg.Key, id, barrier.Decline(reason, cause))
 }
 
 // NotifyCheckpointComplete tells the task's operators that checkpoint id
 // completed. Safe from any goroutine; ignored once the task stopped.
 func (t *Task) NotifyCheckpointComplete(id barrier.CheckpointID) {
-	_ = t.Post(func() error {
+	t.postNotification("complete", id, func() error {
 		for _, op := range t.cfg.Operators {
 			if err := op.NotifyCheckpointComplete(id); err != nil {
 				return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("checkpoint %d complete: %w", id, err)}
@@ -192,7 +218,7 @@ func (t *Task) NotifyCheckpointComplete(id barrier.CheckpointID) {
 // NotifyCheckpointAborted tells the task that checkpoint id was aborted: an
 // alignment for it stops, operators are told. Safe from any goroutine.
 func (t *Task) NotifyCheckpointAborted(id barrier.CheckpointID) {
-	_ = t.Post(func() error {
+	t.postNotification("aborted", id, func() error {
 		if t.ckpt != nil && t.ckpt.handler != nil {
 			t.ckpt.handler.Abort(id)
 		}
@@ -203,6 +229,20 @@ func (t *Task) NotifyCheckpointAborted(id barrier.CheckpointID) {
 		}
 		return nil
 	})
+}
+
+// postNotification posts a checkpoint notification. A task that stopped
+// before it ran does not need it: a finished two-phase-commit sink handed
+// its transactions to the job's final commit, and a failed or canceled
+// task's successor restores from the latest completed checkpoint and
+// commits what it holds. It is logged, not lost silently.
+func (t *Task) postNotification(what string, id barrier.CheckpointID, run func() error) {
+	logDrop := func(bool) {
+		t.log.Debug("checkpoint notification after the task stopped", zap.String("outcome", what), zap.Uint64("checkpoint", uint64(id)))
+	}
+	if err := t.postMail(mail{run: run, drop: logDrop}); err != nil {
+		logDrop(false)
+	}
 }
 
 // performCheckpoint takes checkpoint b in one mailbox step: operators
@@ -227,30 +267,33 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 	}
 	t.broadcastEvent(barrierPayload(b), dt)
 
-	type part struct {
-		opID  string
-		keyed state.KeyedSnapshotFunc
-		oper  state.OperatorSnapshotFunc
+	parts := make([]snapshotPart, 0, len(t.cfg.Operators))
+	// Every asynchronous part must run exactly once (state.Snapshot's
+	// contract): when a later operator fails, the earlier ones are
+	// abandoned, which releases what they hold.
+	abandon := func() {
+		for _, p := range parts {
+			p.abandon()
+		}
 	}
-	parts := make([]part, 0, len(t.cfg.Operators))
 	for i, op := range t.cfg.Operators {
 		if err := op.SnapshotState(b.ID); err != nil {
+			abandon()
 			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("snapshot checkpoint %d: %w", b.ID, err)}
 		}
 		st := t.states[i]
-		p := part{opID: op.ID()}
+		p := snapshotPart{opID: op.ID()}
 		w := state.PrefixedWriters(c.cfg.Storage, st.prefix)
 		var err error
 		if st.keyed != nil {
-			if p.keyed, err = st.keyed.Snapshot(b.ID, w); err != nil {
-				t.declineSnapshot(b.ID, op, err)
-				return nil
-			}
+			p.keyed, err = st.keyed.Snapshot(b.ID, w)
 		}
-		if p.oper, err = st.operator.Snapshot(b.ID, w); err != nil {
-			if p.keyed != nil {
-				_, _ = p.keyed(canceledCtx)
-			}
+		if err == nil {
+			p.oper, err = st.operator.Snapshot(b.ID, w)
+		}
+		if err != nil {
+			p.abandon()
+			abandon()
 			t.declineSnapshot(b.ID, op, err)
 			return nil
 		}
@@ -284,11 +327,11 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 			if t.runCtx.Err() != nil {
 				// The task is being canceled: its attempt is over, this
 				// is not a checkpoint failure.
-				c.cfg.Responder.Decline(t.cfg.Key, b.ID, fmt.Errorf("%w: task %s canceled during the snapshot", ErrNotRunning, t.cfg.Name))
+				t.decline(b.ID, barrier.DeclineTaskCanceled, errors.New("canceled during the asynchronous snapshot"))
 				return
 			}
 			t.log.Warn("asynchronous snapshot failed", zap.Uint64("checkpoint", uint64(b.ID)), zap.Error(firstErr))
-			c.cfg.Responder.Decline(t.cfg.Key, b.ID, fmt.Errorf("task %s: asynchronous snapshot: %w", t.cfg.Name, firstErr))
+			t.decline(b.ID, barrier.DeclineSnapshotFailed, fmt.Errorf("asynchronous snapshot: %w", firstErr))
 			return
 		}
 		m.AsyncDuration = time.Since(astart)
@@ -296,6 +339,24 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 		c.cfg.Responder.Acknowledge(t.cfg.Key, b.ID, snap, m)
 	}()
 	return nil
+}
+
+// snapshotPart is one operator's asynchronous snapshot work.
+type snapshotPart struct {
+	opID  string
+	keyed state.KeyedSnapshotFunc    // nil for non-keyed operators
+	oper  state.OperatorSnapshotFunc // nil if its synchronous part failed
+}
+
+// abandon runs the asynchronous parts with a canceled context: they
+// release their resources and write nothing.
+func (p snapshotPart) abandon() {
+	if p.keyed != nil {
+		_, _ = p.keyed(canceledCtx)
+	}
+	if p.oper != nil {
+		_, _ = p.oper(canceledCtx)
+	}
 }
 
 var canceledCtx = func() context.Context {
@@ -306,7 +367,7 @@ var canceledCtx = func() context.Context {
 
 func (t *Task) declineSnapshot(id barrier.CheckpointID, op Operator, err error) {
 	t.log.Warn("snapshot failed", zap.Uint64("checkpoint", uint64(id)), zap.String("operator", op.Name()), zap.Error(err))
-	t.ckpt.cfg.Responder.Decline(t.cfg.Key, id, fmt.Errorf("task %s: operator %s: snapshot: %w", t.cfg.Name, op.Name(), err))
+	t.decline(id, barrier.DeclineSnapshotFailed, fmt.Errorf("operator %s: snapshot: %w", op.Name(), err))
 }
 
 // statePrefix is a file-name-safe, unique prefix for one operator's state

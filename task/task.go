@@ -194,59 +194,91 @@ func (t *Task) setState(s State) {
 // Metrics returns the task's counters; call after Run returned.
 func (t *Task) Metrics() Metrics { return t.metrics }
 
-// ErrMailboxClosed is returned by Post when the task is no longer running.
-var ErrMailboxClosed = errors.New("task: not running")
+// ErrMailboxClosed is returned by Post once the task stopped taking mails:
+// it returned from Run, or is cleaning up.
+var ErrMailboxClosed = errors.New("task: mailbox closed")
 
 // Post queues m to run in the task's goroutine between records. It does
-// not block and never drops a mail (a checkpoint trigger or notification
-// lost would leave a checkpoint pending until it times out): it fails only
-// with ErrMailboxClosed when the task is not running.
+// not block. A mail posted before Run starts runs once the task is open
+// (its state restored). Post fails with ErrMailboxClosed once the task
+// stopped; a mail it accepted either runs or, if the task stops first,
+// is dropped (see postMail).
 func (t *Task) Post(m func() error) error {
-	if t.State() != Running {
-		return ErrMailboxClosed
-	}
-	t.mail.put(m)
-	return nil
+	return t.mail.put(mail{run: m})
+}
+
+// postMail is Post with a drop handler: if the task stops before m ran,
+// m.drop is called (from the goroutine that stops the mailbox) with the
+// reason, so that nothing waits for a mail that will never run.
+func (t *Task) postMail(m mail) error { return t.mail.put(m) }
+
+// mail is one unit of work for the task's goroutine.
+type mail struct {
+	run func() error
+	// drop, if set, is called instead of run when the task stops first;
+	// finished tells whether the task finished (rather than failed or
+	// was canceled).
+	drop func(finished bool)
 }
 
 // mailbox is the task's queue of mails (Flink's TaskMailbox): unbounded,
 // as mails are few (checkpoint triggers and notifications), and cheap to
-// check between records: one atomic load when empty.
+// check between records: one atomic load when empty. Closing it is
+// atomic with respect to put: a mail is either refused or seen by close.
 type mailbox struct {
 	n      atomic.Int32
 	signal chan struct{} // buffered(1): a mail was put
-	mu     sync.Mutex
-	q      []func() error
+	mu     struct {
+		sync.Mutex
+		q      []mail
+		closed bool
+	}
 }
 
 func newMailbox() mailbox { return mailbox{signal: make(chan struct{}, 1)} }
 
-func (b *mailbox) put(m func() error) {
+func (b *mailbox) put(m mail) error {
 	b.mu.Lock()
-	b.q = append(b.q, m)
+	if b.mu.closed {
+		b.mu.Unlock()
+		return ErrMailboxClosed
+	}
+	b.mu.q = append(b.mu.q, m)
 	b.n.Add(1)
 	b.mu.Unlock()
 	select {
 	case b.signal <- struct{}{}:
 	default:
 	}
+	return nil
 }
 
-// take returns the oldest mail, or nil.
-func (b *mailbox) take() func() error {
+// take returns the oldest mail; ok is false when there is none.
+func (b *mailbox) take() (m mail, ok bool) {
 	if b.n.Load() == 0 {
-		return nil
+		return mail{}, false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.q) == 0 {
-		return nil
+	if len(b.mu.q) == 0 {
+		return mail{}, false
 	}
-	m := b.q[0]
-	b.q[0] = nil
-	b.q = b.q[1:]
+	m = b.mu.q[0]
+	b.mu.q[0] = mail{}
+	b.mu.q = b.mu.q[1:]
 	b.n.Add(-1)
-	return m
+	return m, true
+}
+
+// close refuses further mails and returns those that never ran.
+func (b *mailbox) close() []mail {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mu.closed = true
+	q := b.mu.q
+	b.mu.q = nil
+	b.n.Store(0)
+	return q
 }
 
 // Error is a task failure: it names the task and, when known, the operator.
@@ -317,6 +349,10 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	t.timer.Stop()
 	defer t.timer.Stop()
 	t.armFlush()
+	if t.ckpt != nil {
+		// Open and restored: checkpoints may start.
+		t.ckpt.cfg.Responder.Running(t.cfg.Key)
+	}
 	if t.cfg.Source != nil {
 		err = t.runSource(ctx)
 	} else {
@@ -386,8 +422,11 @@ func (t *Task) cleanup(err error) error {
 		t.ckpt.close()
 	}
 	t.closeStates()
-	// Drop mails that arrived too late.
-	for t.mail.take() != nil {
+	// Mails that arrived too late: whoever waits for them hears why.
+	for _, m := range t.mail.close() {
+		if m.drop != nil {
+			m.drop(err == nil)
+		}
 	}
 	return err
 }
@@ -404,8 +443,8 @@ func (t *Task) collectMetrics(total time.Duration) {
 
 // runMails runs every queued mail.
 func (t *Task) runMails() error {
-	for m := t.mail.take(); m != nil; m = t.mail.take() {
-		if err := m(); err != nil {
+	for m, ok := t.mail.take(); ok; m, ok = t.mail.take() {
+		if err := m.run(); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/state/heap"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -63,8 +64,15 @@ func (s *countSource) Available() <-chan struct{} { return nil }
 
 type acks struct {
 	mu       sync.Mutex
+	running  int
 	acked    []barrier.CheckpointID
 	declined []error
+}
+
+func (a *acks) Running(state.TaskKey) {
+	a.mu.Lock()
+	a.running++
+	a.mu.Unlock()
 }
 
 func (a *acks) Acknowledge(_ state.TaskKey, id barrier.CheckpointID, _ state.TaskSnapshot, _ CheckpointMetrics) {
@@ -162,7 +170,71 @@ func TestCancelledTaskStops(t *testing.T) {
 	require.NoError(t, tk2.Run(context.Background()))
 	tk2.TriggerCheckpoint(barrier.Barrier{ID: 7})
 	require.Len(t, a.declined, 1)
-	require.ErrorIs(t, a.declined[0], ErrNotRunning)
+	requireDeclined(t, a.declined[0], barrier.DeclineTaskFinished)
+}
+
+type finishHook struct {
+	testOp
+	onFinish func()
+}
+
+func (o *finishHook) Finish() error { o.onFinish(); return o.testOp.Finish() }
+
+func requireDeclined(t *testing.T, err error, want barrier.DeclineReason) {
+	t.Helper()
+	var de *barrier.DeclineError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, want, de.Reason, "%v", err)
+}
+
+// The stall of a restarted job: a trigger that reaches a source task
+// before it runs is kept and taken once the task is open, after the task
+// reported running; it is never declined as if the task had finished.
+func TestTriggerBeforeRunIsTakenOnceRunning(t *testing.T) {
+	a := &acks{}
+	op := &testOp{id: "op"}
+	src := &countSource{n: 1000, failAt: -1}
+	tk, err := New(Config{Name: "src", Source: src, Operators: []Operator{op},
+		Checkpoint: &CheckpointConfig{Storage: state.NewMemoryStorage(), Responder: a}})
+	require.NoError(t, err)
+	tk.TriggerCheckpoint(barrier.Barrier{ID: 1})
+	src.onPoll = func(i int) {
+		if i == 0 {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			require.Equal(t, 1, a.running, "running reported before input")
+			require.Equal(t, 1, op.snapshots, "the early trigger ran before the first record")
+		}
+	}
+	require.NoError(t, tk.Run(context.Background()))
+	require.Empty(t, a.declined)
+	require.Equal(t, []barrier.CheckpointID{1}, a.acked)
+}
+
+// A trigger that reaches a task whose input ended is declined as
+// finished, and one posted to a failed task as canceled: neither counts
+// as a checkpoint failure.
+func TestTriggerAfterEndDeclinesWithReason(t *testing.T) {
+	a := &acks{}
+	var tk *Task
+	// A trigger posted while the task finishes (after its last mailbox
+	// step) is dropped when the mailbox closes, and declined.
+	op := &finishHook{testOp: testOp{id: "op"}, onFinish: func() { tk.TriggerCheckpoint(barrier.Barrier{ID: 3}) }}
+	tk, err := New(Config{Name: "src", Source: &countSource{n: 10, failAt: -1}, Operators: []Operator{op},
+		Checkpoint: &CheckpointConfig{Storage: state.NewMemoryStorage(), Responder: a}})
+	require.NoError(t, err)
+	require.NoError(t, tk.Run(context.Background()))
+	require.Len(t, a.declined, 1)
+	requireDeclined(t, a.declined[0], barrier.DeclineTaskFinished)
+
+	b := &acks{}
+	tk, err = New(Config{Name: "src", Source: &countSource{n: 10, failAt: 3},
+		Checkpoint: &CheckpointConfig{Storage: state.NewMemoryStorage(), Responder: b}})
+	require.NoError(t, err)
+	require.Error(t, tk.Run(context.Background()))
+	tk.TriggerCheckpoint(barrier.Barrier{ID: 4})
+	require.Len(t, b.declined, 1)
+	requireDeclined(t, b.declined[0], barrier.DeclineTaskCanceled)
 }
 
 // Mails are never dropped, however many arrive between two mailbox
@@ -172,19 +244,113 @@ func TestMailboxKeepsEveryMailInOrder(t *testing.T) {
 	b := newMailbox()
 	var ran []int
 	for i := range 1000 {
-		b.put(func() error { ran = append(ran, i); return nil })
+		require.NoError(t, b.put(mail{run: func() error { ran = append(ran, i); return nil }}))
 	}
 	select {
 	case <-b.signal:
 	default:
 		t.Fatal("no signal")
 	}
-	for m := b.take(); m != nil; m = b.take() {
-		require.NoError(t, m())
+	for m, ok := b.take(); ok; m, ok = b.take() {
+		require.NoError(t, m.run())
 	}
 	require.Len(t, ran, 1000)
 	for i, v := range ran {
 		require.Equal(t, i, v)
 	}
-	require.Nil(t, b.take())
+	_, ok := b.take()
+	require.False(t, ok)
+}
+
+// Closing the mailbox is atomic with put: a mail is refused, or it is
+// handed back by close to be dropped; none is lost in between.
+func TestMailboxCloseRefusesOrReturns(t *testing.T) {
+	b := newMailbox()
+	const n = 2000
+	var wg sync.WaitGroup
+	var refused, accepted sync.Map
+	for i := range n {
+		wg.Go(func() {
+			if err := b.put(mail{run: func() error { return nil }}); err != nil {
+				require.ErrorIs(t, err, ErrMailboxClosed)
+				refused.Store(i, true)
+			} else {
+				accepted.Store(i, true)
+			}
+		})
+	}
+	taken := 0
+	for range 100 {
+		if _, ok := b.take(); ok {
+			taken++
+		}
+	}
+	left := len(b.close())
+	wg.Wait()
+	nAccepted := 0
+	accepted.Range(func(any, any) bool { nAccepted++; return true })
+	require.Equal(t, nAccepted, taken+left, "every accepted mail was taken or returned by close")
+	require.ErrorIs(t, b.put(mail{run: func() error { return nil }}), ErrMailboxClosed)
+}
+
+// keyedTestOp is a testOp with keyed state.
+type keyedTestOp struct{ testOp }
+
+func (o *keyedTestOp) Keyed() bool { return true }
+
+// countingBackend wraps a keyed backend: it counts the asynchronous
+// snapshot parts that ran, or fails its synchronous part.
+type countingBackend struct {
+	state.KeyedBackend
+	failSync bool
+	asyncRan *int
+}
+
+func (b *countingBackend) Snapshot(id barrier.CheckpointID, w state.StateWriterFactory) (state.KeyedSnapshotFunc, error) {
+	if b.failSync {
+		return nil, errors.New("no room")
+	}
+	f, err := b.KeyedBackend.Snapshot(id, w)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (*state.KeyedStateHandle, error) {
+		*b.asyncRan++
+		return f(ctx)
+	}, nil
+}
+
+// When one chained operator's synchronous snapshot fails, the
+// asynchronous parts of the operators before it still run (abandoned),
+// exactly once, as the state backend contract requires; the checkpoint is
+// declined as a snapshot failure.
+func TestFailedSyncSnapshotReleasesEarlierParts(t *testing.T) {
+	a := &acks{}
+	asyncRan := 0
+	made := 0
+	newBackend := func(maxPar, par, index int) (state.KeyedBackend, error) {
+		kb, err := heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index})
+		if err != nil {
+			return nil, err
+		}
+		made++
+		return &countingBackend{KeyedBackend: kb, failSync: made == 2, asyncRan: &asyncRan}, nil
+	}
+	var tk *Task
+	src := &countSource{n: 100, failAt: -1}
+	src.onPoll = func(i int) {
+		if i == 10 {
+			tk.TriggerCheckpoint(barrier.Barrier{ID: 1})
+		}
+	}
+	tk, err := New(Config{Name: "src", Source: src,
+		Operators:       []Operator{&keyedTestOp{testOp{id: "a"}}, &keyedTestOp{testOp{id: "b"}}},
+		NewKeyedBackend: newBackend,
+		Checkpoint:      &CheckpointConfig{Storage: state.NewMemoryStorage(), Responder: a}})
+	require.NoError(t, err)
+	require.NoError(t, tk.Run(context.Background()))
+	require.Equal(t, 1, asyncRan, "operator a's asynchronous part ran once")
+	require.Empty(t, a.acked)
+	require.Len(t, a.declined, 1)
+	requireDeclined(t, a.declined[0], barrier.DeclineSnapshotFailed)
 }
