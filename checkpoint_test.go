@@ -1,7 +1,6 @@
 package weir_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -33,7 +32,7 @@ func keyedSumJob(t *testing.T, tr weir.Option, mode weir.CheckpointConfig, n int
 	sums := weir.Reduce(weir.KeyBy(m, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
 		func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).Name("sum")
 	got, _ := weir.Collect(sums)
-	res, err := env.Execute(context.Background())
+	res, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
 	final := map[int64]int64{}
 	for _, v := range got.Values() {
@@ -109,7 +108,7 @@ func TestCheckpointConfigValidation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			env := weir.NewEnvironment(weir.WithCheckpointing(c))
 			weir.Discard(weir.FromGenerator(env, 1, func(i int64) int64 { return i }))
-			_, err := env.Execute(context.Background())
+			_, err := env.Execute(testCtx(t))
 			require.Error(t, err)
 		})
 	}

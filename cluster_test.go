@@ -70,7 +70,7 @@ type testCluster struct {
 }
 
 func (c *testCluster) startWorker(id string) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testCtx(c.t))
 	env := weir.NewEnvironment(c.opts...)
 	c.build(env)
 	c.mu.Lock()
@@ -110,7 +110,7 @@ func runClusterWith(t testing.TB, cc weir.ClusterConfig, wc weir.WorkerConfig, b
 	cc.Listener, cc.Workers, cc.Token, cc.WorkerTimeout = ln, 2, "secret", 20*time.Second
 	env := weir.NewEnvironment(append(opts, weir.WithCluster(cc))...)
 	build(env)
-	job, err := env.Start(context.Background())
+	job, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 	c.startWorker("w1")
 	c.startWorker("w2")
@@ -180,12 +180,12 @@ func TestClusterRejectsWorkerOfAnotherJob(t *testing.T) {
 	ckpt := weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Dir: t.TempDir()})
 	env := weir.NewEnvironment(ckpt, weir.WithCluster(weir.ClusterConfig{Listener: ln, WorkerTimeout: 2 * time.Second}))
 	buildClusterJob(env, 10, t.TempDir(), nil)
-	job, err := env.Start(context.Background())
+	job, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 
 	other := weir.NewEnvironment(ckpt, weir.WithParallelism(3))
 	buildClusterJob(other, 10, t.TempDir(), nil)
-	err = other.RunWorker(context.Background(), weir.WorkerConfig{Coordinator: ln.Addr().String()})
+	err = other.RunWorker(testCtx(t), weir.WorkerConfig{Coordinator: ln.Addr().String()})
 	require.ErrorContains(t, err, "different job")
 
 	_, err = job.Wait()

@@ -76,7 +76,7 @@ func TestStagesAndParallelism(t *testing.T) {
 							}
 						}
 						got, _ := weir.Collect(s)
-						res, err := env.Execute(context.Background())
+						res, err := env.Execute(testCtx(t))
 						require.NoError(t, err)
 						require.Equal(t, sorted(want), sorted(got.Values()))
 						require.Zero(t, res.LeakedSegments)
@@ -113,7 +113,7 @@ func testKeyByRoutesEachKeyToOneSubtask(t *testing.T, tr weir.Option) {
 		})
 	}
 	weir.Discard(weir.Process(weir.KeyBy(s, func(v int64) int64 { return v }, codec.Int64()), newFn))
-	_, err := env.Execute(context.Background())
+	_, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
 	require.Zero(t, conflicts.Load())
 	for k := range owner {
@@ -134,7 +134,7 @@ func testKeyedSum(t *testing.T, tr weir.Option) {
 		sums := weir.Reduce(weir.KeyBy(src, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
 			func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} })
 		got, _ := weir.Collect(sums)
-		_, err := env.Execute(context.Background())
+		_, err := env.Execute(testCtx(t))
 		require.NoError(t, err)
 		want := map[int64]int64{}
 		for i := int64(0); i < 30000; i++ {
@@ -177,7 +177,7 @@ func testUserErrorAndPanicFailTheJob(t *testing.T, tr weir.Option) {
 		return v
 	}).Name("exploder").Rebalance()
 	weir.Discard(m)
-	res, err := env.Execute(context.Background())
+	res, err := env.Execute(testCtx(t))
 	require.Error(t, err)
 	var te *task.Error
 	require.ErrorAs(t, err, &te)
@@ -195,7 +195,7 @@ func testUserErrorAndPanicFailTheJob(t *testing.T, tr weir.Option) {
 		}
 		return nil
 	}).Name("picky")
-	res, err = env.Execute(context.Background())
+	res, err = env.Execute(testCtx(t))
 	require.ErrorContains(t, err, "sink refused")
 	require.ErrorContains(t, err, "picky")
 	require.Zero(t, res.LeakedSegments)
@@ -215,7 +215,7 @@ func TestBadConfiguration(t *testing.T) {
 			env := weir.NewEnvironment(opts...)
 			s := weir.FromGenerator(env, 10, func(i int64) int64 { return i })
 			weir.Discard(s.Rebalance())
-			_, err := env.Execute(context.Background())
+			_, err := env.Execute(testCtx(t))
 			require.Error(t, err)
 		})
 	}
@@ -226,7 +226,7 @@ func TestMissingCodecIsAnError(t *testing.T) {
 	env := weir.NewEnvironment(weir.WithParallelism(2))
 	s := weir.Map(weir.FromGenerator(env, 10, func(i int64) int64 { return i }), func(v int64) point { return point{} })
 	weir.Discard(s.Rebalance())
-	_, err := env.Execute(context.Background())
+	_, err := env.Execute(testCtx(t))
 	require.ErrorContains(t, err, "codec")
 }
 
@@ -252,7 +252,7 @@ func testLargeRecordsSpanBuffers(t *testing.T, tr weir.Option) {
 		}
 		return int64(len(v))
 	}))
-	_, err := env.Execute(context.Background())
+	_, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
 	var want []int64
 	for i := 0; i < 50; i++ {
@@ -269,7 +269,7 @@ func testCancelStopsPromptly(t *testing.T, tr weir.Option) {
 	env := weir.NewEnvironment(tr, weir.WithParallelism(2))
 	s := weir.FromGenerator(env, -1, func(i int64) int64 { return i })
 	weir.Discard(weir.Map(s.Rebalance(), func(v int64) int64 { return v }))
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testCtx(t))
 	go func() {
 		time.Sleep(50 * time.Millisecond)
 		cancel()
@@ -315,7 +315,7 @@ func testSlowSinkBackPressureBoundsMemory(t *testing.T, tr weir.Option) {
 		}
 		return nil
 	})
-	res, err := env.Execute(context.Background())
+	res, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
 	require.EqualValues(t, n, count.Load())
 	require.Zero(t, res.LeakedSegments)

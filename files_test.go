@@ -1,7 +1,6 @@
 package weir_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,7 +39,7 @@ func TestFileSourceToFileSinkExactlyOnce(t *testing.T) {
 		return strings.ToUpper(s)
 	}).Rebalance()
 	weir.FileSink(lines, out, func(s string) []byte { return []byte(s) })
-	res, err := env.Execute(context.Background())
+	res, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Restarts)
 

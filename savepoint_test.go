@@ -64,10 +64,10 @@ func savepointOf(t *testing.T, p int, n, at int64, dir string) (string, *weir.Re
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}))
 	reached := make(chan struct{})
 	throttledSumJob(env, n, at, reached)
-	job, err := env.Start(context.Background())
+	job, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 	<-reached
-	sp, err := job.TriggerSavepoint(context.Background(), dir)
+	sp, err := job.TriggerSavepoint(testCtx(t), dir)
 	require.NoError(t, err)
 	require.DirExists(t, sp)
 	job.Cancel()
@@ -90,7 +90,7 @@ func TestSavepointStopAndResume(t *testing.T) {
 		env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
 			weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
 		got := throttledSumJob(env2, n, at, nil)
-		res, err := env2.Execute(context.Background())
+		res, err := env2.Execute(testCtx(t))
 		require.NoError(t, err)
 		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
 		require.Len(t, got.Values(), n, "p=%d: one output per input", p)
@@ -109,10 +109,10 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithBufferTimeout(time.Millisecond))
 	reached := make(chan struct{})
 	throttledSumJob(env, n, at, reached)
-	job, err := env.Start(context.Background())
+	job, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 	<-reached
-	id, err := job.TriggerCheckpoint(context.Background())
+	id, err := job.TriggerCheckpoint(testCtx(t))
 	require.NoError(t, err)
 	require.Equal(t, 1, job.CheckpointStats().Completed)
 	job.Cancel()
@@ -123,9 +123,9 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 	env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt),
 		weir.WithRestoreFrom(dir), weir.WithBufferTimeout(time.Millisecond))
 	got := throttledSumJob(env2, n, at, nil)
-	job2, err := env2.Start(context.Background())
+	job2, err := env2.Start(testCtx(t))
 	require.NoError(t, err)
-	id2, err := job2.TriggerCheckpoint(context.Background())
+	id2, err := job2.TriggerCheckpoint(testCtx(t))
 	if err == nil { // the job may already have finished
 		require.Greater(t, id2, id, "checkpoint IDs continue after the restored one")
 	}
@@ -163,13 +163,13 @@ func TestRestoreFromCorruptSavepointFails(t *testing.T) {
 	require.True(t, corrupted)
 	env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(sp))
 	throttledSumJob(env2, n, at, nil)
-	_, err = env2.Execute(context.Background())
+	_, err = env2.Execute(testCtx(t))
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "restore from "+sp)
 
 	env3 := weir.NewEnvironment(weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(filepath.Join(spDir, "missing")))
 	throttledSumJob(env3, n, at, nil)
-	_, err = env3.Execute(context.Background())
+	_, err = env3.Execute(testCtx(t))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
@@ -177,17 +177,17 @@ func TestSavepointNeedsCheckpointing(t *testing.T) {
 	env := weir.NewEnvironment()
 	reached := make(chan struct{})
 	throttledSumJob(env, 20000, 1000, reached)
-	job, err := env.Start(context.Background())
+	job, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 	<-reached
-	_, err = job.TriggerSavepoint(context.Background(), t.TempDir())
+	_, err = job.TriggerSavepoint(testCtx(t), t.TempDir())
 	require.ErrorIs(t, err, weir.ErrNoCheckpointing)
 	job.Cancel()
 	_, _ = job.Wait()
 
 	env = weir.NewEnvironment(weir.WithRestoreFrom(t.TempDir()))
 	throttledSumJob(env, 10, 1, nil)
-	_, err = env.Execute(context.Background())
+	_, err = env.Execute(testCtx(t))
 	require.ErrorContains(t, err, "needs WithCheckpointing")
 }
 
@@ -202,7 +202,7 @@ func TestSavepointRescales(t *testing.T) {
 		env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
 			weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
 		got := throttledSumJob(env2, n, at, nil)
-		_, err := env2.Execute(context.Background())
+		_, err := env2.Execute(testCtx(t))
 		require.NoError(t, err, "p=%d", p)
 		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
 		require.Len(t, got.Values(), n, "p=%d", p)
@@ -237,19 +237,19 @@ func TestStopWithSavepointThenResumeIsExactlyOnce(t *testing.T) {
 		return env, reached
 	}
 	env, reached := build(true)
-	job, err := env.Start(context.Background())
+	job, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 	<-reached
-	sp, err := job.StopWithSavepoint(context.Background(), filepath.Join(dir, "sp"))
+	sp, err := job.StopWithSavepoint(testCtx(t), filepath.Join(dir, "sp"))
 	require.NoError(t, err)
 	res, err := job.Wait()
 	require.NoError(t, err, "a stopped job ends without error")
 	require.Positive(t, res.Checkpoints.Completed)
-	_, err = job.StopWithSavepoint(context.Background(), filepath.Join(dir, "sp"))
+	_, err = job.StopWithSavepoint(testCtx(t), filepath.Join(dir, "sp"))
 	require.Error(t, err, "the job is over")
 
 	env2, _ := build(false, weir.WithRestoreFrom(sp))
-	_, err = env2.Execute(context.Background())
+	_, err = env2.Execute(testCtx(t))
 	require.NoError(t, err)
 	lines := committedLines(t, out)
 	require.Len(t, lines, n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 )
 
 // The test binary doubles as the worker program: the coordinator starts
@@ -25,7 +26,10 @@ func TestClusterSurvivesKilledWorkerProcess(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	t.Setenv("WEIR_CLUSTER_EXAMPLE_WORKER", "1")
-	if err := runCoordinator(context.Background(), params{lines: 60000, par: 2}, true, 3); err != nil {
+	// A guard against a hang, far above the seconds the run takes.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if err := runCoordinator(ctx, params{lines: 60000, par: 2}, true, 3); err != nil {
 		t.Fatal(err)
 	}
 }
