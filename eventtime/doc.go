@@ -25,6 +25,15 @@
 // are in docs/watermark-scenarios.md, and testdata/valve/*.txt holds them
 // as transcripts run against the real valve.
 //
+// A generator (Generator) makes a stream's watermarks at its source, from
+// the timestamps of its records, and writes them, with status changes, to
+// an Output (Flink's WatermarkGenerator and WatermarkOutput). Built in:
+// BoundedOutOfOrderness (the highest timestamp seen minus a bound, minus
+// 1), NewMonotonousTimestamps (the same with bound 0), and Idleness, which
+// wraps another generator and marks the stream idle when records stop
+// coming. DedupOutput sits in front of the task's output so that only
+// rising watermarks and actual status changes reach the stream.
+//
 // # Driving a valve
 //
 // A Valve is a pure state machine: no goroutines, clocks or I/O inside,
@@ -48,4 +57,19 @@
 //
 // A channel index outside 0..N-1 is a bug in the caller: the valve panics
 // with the values.
+//
+// # Driving a generator
+//
+// Generators are pure too: time reaches Idleness only through the clock
+// function it was given. The source task, from its one goroutine:
+//
+//  1. Builds the generator when the source subtask starts, and wraps the
+//     task's own Output (which writes watermark and status events to
+//     every output channel) in a DedupOutput.
+//  2. After emitting each record, calls OnEvent with the record's
+//     timestamp, so that a watermark a punctuated generator emits from
+//     OnEvent follows the record that caused it.
+//  3. At every watermark interval, calls OnPeriodicEmit from the mailbox,
+//     between records.
+//  4. At the end of its input, emits MaxWatermark to the Output itself.
 package eventtime

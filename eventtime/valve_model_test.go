@@ -130,7 +130,7 @@ func (r *refValve) step(cmd string, c int, ts int64) refEmission {
 
 var (
 	valveRuns = flag.Int("valve.runs", 20000, "random histories in TestValveAgainstModel")
-	valveSeed = flag.Uint64("valve.seed", 0, "seed of TestValveAgainstModel (0: a random one)")
+	valveSeed = flag.Uint64("valve.seed", 0, "seed of the random valve and generator tests (0: a random one)")
 )
 
 // TestValveAgainstModel plays random histories of watermarks and status
