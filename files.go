@@ -25,7 +25,7 @@ import (
 func FileSink[T any](s *Stream[T], dir string, format func(T) []byte) *Sink {
 	// Once the job finished, in-progress files of checkpoints that never
 	// completed (left by failed attempts) can never be committed.
-	s.env.finalCommits().addCleanup(func() error {
+	s.env.finalCommits().AddCleanup(func() error {
 		olds, _ := filepath.Glob(filepath.Join(dir, ".part-*.inprogress"))
 		var errs []error
 		for _, o := range olds {

@@ -2,6 +2,7 @@ package weir
 
 import (
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
@@ -34,20 +35,20 @@ func (ks *KeyedStream[T, K]) keyHasher() func(T) uint64 {
 }
 
 // keyedOp adds a keyed operator consuming ks.
-func keyedOp[T, K, Out any](ks *KeyedStream[T, K], name string, build func(rc *runtimeContext, kc *keyContext[T, K], next collector[Out]) (collector[T], task.Operator, error)) *Stream[Out] {
+func keyedOp[T, K, Out any](ks *KeyedStream[T, K], name string, build func(rc *graph.Subtask, kc *keyContext[T, K], next collector[Out]) (collector[T], task.Operator, error)) *Stream[Out] {
 	s := ks.s
-	n := s.env.addNode(&node{name: name, keyed: true})
-	e := &edge{from: s.n, to: n, partitioning: network.Hash}
-	n.input = e
-	s.n.outputs = append(s.n.outputs, e)
-	e.keyHash = ks.keyHasher // a factory: each writer gets its own scratch
-	n.decoder = decoderFor(s)
-	n.instantiate = func(rc *runtimeContext, out any) (any, task.Operator, error) {
+	n := s.env.addNode(&graph.Node{Name: name, Keyed: true})
+	e := &graph.Edge{From: s.n, To: n, Partitioning: network.Hash}
+	n.Input = e
+	s.n.Outputs = append(s.n.Outputs, e)
+	e.KeyHash = ks.keyHasher // a factory: each writer gets its own scratch
+	n.Decoder = decoderFor(s)
+	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[Out])
 		if next == nil {
 			next = discard[Out]{}
 		}
-		kc := &keyContext[T, K]{fn: ks.fn, kc: ks.kc, maxPar: rc.maxParallelism}
+		kc := &keyContext[T, K]{fn: ks.fn, kc: ks.kc, maxPar: rc.MaxParallelism}
 		return build(rc, kc, next)
 	}
 	return newStream[Out](s.env, n)
@@ -72,7 +73,7 @@ func (c *keyContext[T, K]) setKey(v T) {
 // Reduce folds every value of a key into the key's running result with fn
 // and emits the updated result for each value (a running aggregate).
 func Reduce[T, K any](ks *KeyedStream[T, K], fn func(acc, v T) T) *Stream[T] {
-	out := keyedOp(ks, "reduce", func(rc *runtimeContext, kc *keyContext[T, K], next collector[T]) (collector[T], task.Operator, error) {
+	out := keyedOp(ks, "reduce", func(rc *graph.Subtask, kc *keyContext[T, K], next collector[T]) (collector[T], task.Operator, error) {
 		o := &reduceOp[T, K]{opBase: base(rc), kc: kc, fn: fn, next: next, codec: ks.s.codec}
 		return o, o, nil
 	})
@@ -180,7 +181,7 @@ func MapState[UK, V any](c *RuntimeContext, name string, kc codec.Codec[UK], vc 
 // state. newFn is called once per subtask (and again after a restart), so
 // each subtask has its own function value.
 func Process[K, In, Out any](ks *KeyedStream[In, K], newFn func() KeyedProcessFunction[K, In, Out]) *Stream[Out] {
-	return keyedOp(ks, "process", func(rc *runtimeContext, kc *keyContext[In, K], next collector[Out]) (collector[In], task.Operator, error) {
+	return keyedOp(ks, "process", func(rc *graph.Subtask, kc *keyContext[In, K], next collector[Out]) (collector[In], task.Operator, error) {
 		o := &processOp[K, In, Out]{opBase: base(rc), kc: kc, fn: newFn(), out: &Collector[Out]{next: next}}
 		return o, o, nil
 	})

@@ -1,10 +1,10 @@
 package weir
 
 import (
-	"fmt"
 	"runtime/debug"
 
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/task"
 )
 
@@ -39,13 +39,13 @@ func (o *opBase) fail(err error) error {
 	return &task.Error{Operator: o.name, Err: err}
 }
 
-func base(rc *runtimeContext) opBase {
-	return opBase{id: rc.n.uid, name: rc.n.name, keyed: rc.n.keyed}
+func base(rc *graph.Subtask) opBase {
+	return opBase{id: rc.Node.UID, name: rc.Node.Name, keyed: rc.Node.Keyed}
 }
 
 // Map returns a stream of fn applied to every value of s.
 func Map[In, Out any](s *Stream[In], fn func(In) Out) *Stream[Out] {
-	return addOp(s, "map", func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
+	return addOp(s, "map", func(rc *graph.Subtask, next collector[Out]) (collector[In], task.Operator) {
 		o := &mapOp[In, Out]{opBase: base(rc), fn: fn, next: next}
 		return o, o
 	})
@@ -64,7 +64,7 @@ func (o *mapOp[In, Out]) collect(v In) (err error) {
 
 // MapErr is Map with a function that may fail; an error fails the task.
 func MapErr[In, Out any](s *Stream[In], fn func(In) (Out, error)) *Stream[Out] {
-	return addOp(s, "map", func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
+	return addOp(s, "map", func(rc *graph.Subtask, next collector[Out]) (collector[In], task.Operator) {
 		o := &mapErrOp[In, Out]{opBase: base(rc), fn: fn, next: next}
 		return o, o
 	})
@@ -87,7 +87,7 @@ func (o *mapErrOp[In, Out]) collect(v In) (err error) {
 
 // Filter returns the values of s for which keep returns true.
 func Filter[T any](s *Stream[T], keep func(T) bool) *Stream[T] {
-	out := addOp(s, "filter", func(rc *runtimeContext, next collector[T]) (collector[T], task.Operator) {
+	out := addOp(s, "filter", func(rc *graph.Subtask, next collector[T]) (collector[T], task.Operator) {
 		o := &filterOp[T]{opBase: base(rc), fn: keep, next: next}
 		return o, o
 	})
@@ -112,7 +112,7 @@ func (o *filterOp[T]) collect(v T) (err error) {
 // FlatMap calls fn for every value of s; fn emits any number of outputs
 // through emit.
 func FlatMap[In, Out any](s *Stream[In], fn func(v In, emit func(Out))) *Stream[Out] {
-	return addOp(s, "flat map", func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator) {
+	return addOp(s, "flat map", func(rc *graph.Subtask, next collector[Out]) (collector[In], task.Operator) {
 		o := &flatMapOp[In, Out]{opBase: base(rc), fn: fn, next: next}
 		o.emit = func(v Out) {
 			if o.err == nil {
@@ -140,11 +140,11 @@ func (o *flatMapOp[In, Out]) collect(v In) (err error) {
 
 // addOp adds a one-input operator consuming s. build makes one subtask's
 // operator given its downstream collector.
-func addOp[In, Out any](s *Stream[In], name string, build func(rc *runtimeContext, next collector[Out]) (collector[In], task.Operator)) *Stream[Out] {
-	n := s.env.addNode(&node{name: name})
-	connect(s, n, 0, nil)
-	n.decoder = decoderFor(s)
-	n.instantiate = func(rc *runtimeContext, out any) (any, task.Operator, error) {
+func addOp[In, Out any](s *Stream[In], name string, build func(rc *graph.Subtask, next collector[Out]) (collector[In], task.Operator)) *Stream[Out] {
+	n := s.env.addNode(&graph.Node{Name: name})
+	connect(s, n)
+	n.Decoder = decoderFor(s)
+	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[Out])
 		if next == nil {
 			next = discard[Out]{}
@@ -159,7 +159,3 @@ func addOp[In, Out any](s *Stream[In], name string, build func(rc *runtimeContex
 type discard[T any] struct{}
 
 func (discard[T]) collect(T) error { return nil }
-
-func errNoCodec(n *node) error {
-	return fmt.Errorf("weir: the output of operator %s crosses a task boundary but its type has no codec: call WithCodec on its stream", n.name)
-}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
@@ -16,30 +17,30 @@ import (
 // Sink is the end of a stream; Name and Parallelism configure it.
 type Sink struct {
 	env *Environment
-	n   *node
+	n   *graph.Node
 }
 
 // Name sets the sink's name.
-func (s *Sink) Name(name string) *Sink { s.n.name = name; return s }
+func (s *Sink) Name(name string) *Sink { s.n.Name = name; return s }
 
 // Parallelism sets the sink's parallelism.
 func (s *Sink) Parallelism(p int) *Sink {
 	if p < 1 {
-		s.env.cfg.errs = append(s.env.cfg.errs, fmt.Errorf("weir: sink %s: parallelism %d must be at least 1", s.n.name, p))
+		s.env.cfg.errs = append(s.env.cfg.errs, fmt.Errorf("weir: sink %s: parallelism %d must be at least 1", s.n.Name, p))
 	}
-	s.n.parallelism = p
+	s.n.Parallelism = p
 	return s
 }
 
 // UID sets the sink's stable state ID.
-func (s *Sink) UID(id string) *Sink { s.n.uid = id; return s }
+func (s *Sink) UID(id string) *Sink { s.n.UID = id; return s }
 
 // addSink adds a sink consuming s; build makes one subtask's sink.
-func addSink[T any](s *Stream[T], name string, build func(rc *runtimeContext) (collector[T], task.Operator, error)) *Sink {
-	n := s.env.addNode(&node{name: name})
-	connect(s, n, 0, nil)
-	n.decoder = decoderFor(s)
-	n.instantiate = func(rc *runtimeContext, _ any) (any, task.Operator, error) {
+func addSink[T any](s *Stream[T], name string, build func(rc *graph.Subtask) (collector[T], task.Operator, error)) *Sink {
+	n := s.env.addNode(&graph.Node{Name: name})
+	connect(s, n)
+	n.Decoder = decoderFor(s)
+	n.Instantiate = func(rc *graph.Subtask, _ any) (any, task.Operator, error) {
 		return build(rc)
 	}
 	return &Sink{env: s.env, n: n}
@@ -48,7 +49,7 @@ func addSink[T any](s *Stream[T], name string, build func(rc *runtimeContext) (c
 // SinkFunc sends every value of s to fn; an error fails the task. With
 // several subtasks fn is called from several goroutines.
 func SinkFunc[T any](s *Stream[T], fn func(T) error) *Sink {
-	return addSink(s, "sink", func(rc *runtimeContext) (collector[T], task.Operator, error) {
+	return addSink(s, "sink", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
 		o := &funcSink[T]{opBase: base(rc), fn: fn}
 		return o, o, nil
 	})
@@ -69,7 +70,7 @@ func (o *funcSink[T]) collect(v T) (err error) {
 
 // Discard consumes s and drops every value (for benchmarks).
 func Discard[T any](s *Stream[T]) *Sink {
-	return addSink(s, "discard", func(rc *runtimeContext) (collector[T], task.Operator, error) {
+	return addSink(s, "discard", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
 		o := &discardSink[T]{opBase: base(rc)}
 		return o, o, nil
 	})
@@ -86,11 +87,11 @@ func Print[T any](s *Stream[T]) *Sink { return PrintTo(s, os.Stdout) }
 // subtask index when the sink has several. Writes are serialized.
 func PrintTo[T any](s *Stream[T], w io.Writer) *Sink {
 	var mu sync.Mutex
-	return addSink(s, "print", func(rc *runtimeContext) (collector[T], task.Operator, error) {
+	return addSink(s, "print", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
 		o := &funcSink[T]{opBase: base(rc)}
 		prefix := ""
-		if rc.parallelism > 1 {
-			prefix = fmt.Sprintf("%d> ", rc.subtask+1)
+		if rc.Parallelism > 1 {
+			prefix = fmt.Sprintf("%d> ", rc.Index+1)
 		}
 		o.fn = func(v T) error {
 			mu.Lock()
@@ -133,8 +134,8 @@ func (c *Collected[T]) Values() []T {
 func Collect[T any](s *Stream[T]) (*Collected[T], *Sink) {
 	c := &Collected[T]{sub: map[int][]T{}}
 	vc := s.codec
-	sink := addSink(s, "collect", func(rc *runtimeContext) (collector[T], task.Operator, error) {
-		o := &collectSink[T]{opBase: base(rc), c: c, subtask: rc.subtask, codec: vc}
+	sink := addSink(s, "collect", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
+		o := &collectSink[T]{opBase: base(rc), c: c, subtask: rc.Index, codec: vc}
 		return o, o, nil
 	})
 	return c, sink

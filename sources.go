@@ -6,6 +6,7 @@ import (
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
@@ -31,17 +32,17 @@ type PositionedReader interface {
 // FromReader returns a stream read by one reader per subtask; newReader is
 // called once per subtask (and again after every restart).
 func FromReader[T any](env *Environment, name string, newReader func(subtask, parallelism int) (SourceReader[T], error)) *Stream[T] {
-	n := env.addNode(&node{name: name, isSource: true})
-	n.instantiate = func(rc *runtimeContext, out any) (any, task.Operator, error) {
+	n := env.addNode(&graph.Node{Name: name, Source: true})
+	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[T])
 		if next == nil {
 			next = discard[T]{}
 		}
-		r, err := newReader(rc.subtask, rc.parallelism)
+		r, err := newReader(rc.Index, rc.Parallelism)
 		if err != nil {
-			return nil, nil, fmt.Errorf("weir: source %s subtask %d: %w", name, rc.subtask, err)
+			return nil, nil, fmt.Errorf("weir: source %s subtask %d: %w", name, rc.Index, err)
 		}
-		o := &sourceOp[T]{opBase: base(rc), r: r, next: next, subtask: rc.subtask, parallelism: rc.parallelism}
+		o := &sourceOp[T]{opBase: base(rc), r: r, next: next, subtask: rc.Index, parallelism: rc.Parallelism}
 		return o, o, nil
 	}
 	return newStream[T](env, n)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/task"
 )
@@ -13,8 +15,8 @@ import (
 // runs one job; it is not safe for concurrent use while building.
 type Environment struct {
 	cfg   config
-	nodes []*node
-	final *finalCommits // two-phase-commit sinks' end-of-job commits
+	nodes []*graph.Node
+	final *jobmaster.FinalCommits // two-phase-commit sinks' end-of-job commits
 }
 
 // NewEnvironment returns an environment with the given options. Invalid
@@ -27,47 +29,10 @@ func NewEnvironment(opts ...Option) *Environment {
 	return e
 }
 
-// node is one transformation of the graph: a source, an operator or a sink.
-type node struct {
-	id          int
-	uid         string // stable operator ID (state is stored under it)
-	name        string
-	parallelism int // 0 = environment default
-	keyed       bool
-	isSource    bool
-	input       *edge   // nil for sources
-	outputs     []*edge // consumers
-	chainable   bool    // may chain to its input
-
-	// instantiate builds one subtask's operator. out is a collector[Out]
-	// (or nil for sinks). It returns the operator's input: a collector[In]
-	// (or a task.Source for sources) and the task-level operator.
-	instantiate func(rc *runtimeContext, out any) (in any, op task.Operator, err error)
-	// decoder turns the node's input collector into a record processor
-	// that decodes serialized records of its input type.
-	decoder func(in any) task.RecordProcessor
-	// fanout combines several collectors of the node's output type.
-	fanout func(outs []any) any
-	// newWriter makes a collector that serializes the node's output into a
-	// partition (for an edge e).
-	newWriter func(e *edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error)
-	// hasCodec reports whether the output type can be serialized.
-	hasCodec func() bool
-}
-
-// edge connects a producer node to a consumer node.
-type edge struct {
-	from, to     *node
-	partitioning network.Partitioning
-	// keyHash hashes a record's key (hash partitioning); typed as
-	// func(T) uint64 of the producer's output type, stored as any.
-	keyHash any
-}
-
-func (e *Environment) addNode(n *node) *node {
-	n.id = len(e.nodes)
-	if n.uid == "" {
-		n.uid = fmt.Sprintf("%d-%s", n.id, n.name)
+func (e *Environment) addNode(n *graph.Node) *graph.Node {
+	n.ID = len(e.nodes)
+	if n.UID == "" {
+		n.UID = fmt.Sprintf("%d-%s", n.ID, n.Name)
 	}
 	e.nodes = append(e.nodes, n)
 	return n
@@ -78,14 +43,14 @@ func (e *Environment) addNode(n *node) *node {
 // functions (Map, Filter, KeyBy, …).
 type Stream[T any] struct {
 	env   *Environment
-	n     *node
+	n     *graph.Node
 	codec codec.Codec[T]
 	// partitioning for the next edge (Rebalance/Broadcast), or forward.
 	part    network.Partitioning
 	partSet bool
 }
 
-func newStream[T any](env *Environment, n *node) *Stream[T] {
+func newStream[T any](env *Environment, n *graph.Node) *Stream[T] {
 	s := &Stream[T]{env: env, n: n, codec: defaultCodec[T]()}
 	s.bindOutput()
 	return s
@@ -95,7 +60,7 @@ func newStream[T any](env *Environment, n *node) *Stream[T] {
 // side.
 func (s *Stream[T]) bindOutput() {
 	n := s.n
-	n.fanout = func(outs []any) any {
+	n.Fanout = func(outs []any) any {
 		cs := make([]collector[T], len(outs))
 		for i, o := range outs {
 			cs[i] = o.(collector[T])
@@ -105,12 +70,12 @@ func (s *Stream[T]) bindOutput() {
 		}
 		return &fanout[T]{outs: cs}
 	}
-	n.hasCodec = func() bool { return s.codec != nil }
-	n.newWriter = func(e *edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error) {
+	n.HasCodec = func() bool { return s.codec != nil }
+	n.NewWriter = func(e *graph.Edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error) {
 		c := s.codec
-		cfg := network.WriterConfig[T]{Partitioning: e.partitioning, Append: c.Append, Subtask: subtask, MaxParallelism: s.env.cfg.maxParallelism}
-		if e.keyHash != nil {
-			cfg.KeyHash = e.keyHash.(func() func(T) uint64)() // each writer its own scratch
+		cfg := network.WriterConfig[T]{Partitioning: e.Partitioning, Append: c.Append, Subtask: subtask, MaxParallelism: s.env.cfg.maxParallelism}
+		if e.KeyHash != nil {
+			cfg.KeyHash = e.KeyHash.(func() func(T) uint64)() // each writer its own scratch
 		}
 		w, err := network.NewRecordWriter(p, cfg)
 		if err != nil {
@@ -123,7 +88,7 @@ func (s *Stream[T]) bindOutput() {
 // Name sets the name of the operator that produces s (for logs, metrics and
 // errors) and returns s.
 func (s *Stream[T]) Name(name string) *Stream[T] {
-	s.n.name = name
+	s.n.Name = name
 	return s
 }
 
@@ -131,16 +96,16 @@ func (s *Stream[T]) Name(name string) *Stream[T] {
 // stored in checkpoints. Set it on stateful operators of long-lived jobs so
 // that state survives changes to the graph.
 func (s *Stream[T]) UID(id string) *Stream[T] {
-	s.n.uid = id
+	s.n.UID = id
 	return s
 }
 
 // Parallelism sets the producing operator's parallelism.
 func (s *Stream[T]) Parallelism(p int) *Stream[T] {
 	if p < 1 {
-		s.env.cfg.errs = append(s.env.cfg.errs, fmt.Errorf("weir: operator %s: parallelism %d must be at least 1", s.n.name, p))
+		s.env.cfg.errs = append(s.env.cfg.errs, fmt.Errorf("weir: operator %s: parallelism %d must be at least 1", s.n.Name, p))
 	}
-	s.n.parallelism = p
+	s.n.Parallelism = p
 	return s
 }
 
@@ -168,17 +133,13 @@ func (s *Stream[T]) Broadcast() *Stream[T] {
 }
 
 // connect adds node to as a consumer of s.
-func connect[T any](s *Stream[T], to *node, part network.Partitioning, keyHash func(T) uint64) {
-	e := &edge{from: s.n, to: to, partitioning: part}
-	if keyHash != nil {
-		e.keyHash = keyHash
-	}
+func connect[T any](s *Stream[T], to *graph.Node) {
+	e := &graph.Edge{From: s.n, To: to}
 	if s.partSet {
-		e.partitioning = s.part
+		e.Partitioning = s.part
 	}
-	to.input = e
-	to.chainable = e.partitioning == network.Forward
-	s.n.outputs = append(s.n.outputs, e)
+	to.Input = e
+	s.n.Outputs = append(s.n.Outputs, e)
 }
 
 // decoderFor returns the closure that turns a collector[T] into a record

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
@@ -42,8 +43,8 @@ type TwoPhaseCommitter[T, Txn any] interface {
 // serializes transaction handles into the sink's checkpointed state.
 func TwoPhaseCommitSink[T, Txn any](s *Stream[T], txnCodec codec.Codec[Txn], newCommitter func(subtask, parallelism int) (TwoPhaseCommitter[T, Txn], error)) *Sink {
 	final := s.env.finalCommits()
-	return addSink(s, "two-phase-commit sink", func(rc *runtimeContext) (collector[T], task.Operator, error) {
-		c, err := newCommitter(rc.subtask, rc.parallelism)
+	return addSink(s, "two-phase-commit sink", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
+		c, err := newCommitter(rc.Index, rc.Parallelism)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -62,7 +63,7 @@ type twoPhaseOp[T, Txn any] struct {
 	opBase
 	c       TwoPhaseCommitter[T, Txn]
 	tc      codec.Codec[Txn]
-	final   *finalCommits
+	final   *jobmaster.FinalCommits
 	current Txn
 	open    bool
 	pending []pendingTxn[Txn]
@@ -174,7 +175,7 @@ func (o *twoPhaseOp[T, Txn]) Finish() error {
 	txns := append(slices.Clone(o.pending), pendingTxn[Txn]{txn: o.current})
 	o.pending, o.open = nil, false
 	c := o.c
-	o.final.add(func(commit bool, completed barrier.CheckpointID) error {
+	o.final.Add(func(commit bool, completed barrier.CheckpointID) error {
 		var errs []error
 		for _, t := range txns {
 			// A transaction of a completed checkpoint is committed even
@@ -199,66 +200,9 @@ func (o *twoPhaseOp[T, Txn]) Close() error {
 	return nil
 }
 
-// finalCommits holds what finished sinks commit once the job attempt
-// succeeded (or abort when it failed).
-type finalCommits struct {
-	mu       sync.Mutex
-	fns      []func(commit bool, completed barrier.CheckpointID) error
-	cleanups []func() error // run after a successful job's commits
-}
-
-func (f *finalCommits) addCleanup(fn func() error) {
-	f.mu.Lock()
-	f.cleanups = append(f.cleanups, fn)
-	f.mu.Unlock()
-}
-
-func (f *finalCommits) add(fn func(commit bool, completed barrier.CheckpointID) error) {
-	f.mu.Lock()
-	f.fns = append(f.fns, fn)
-	f.mu.Unlock()
-}
-
-// resolve settles what was registered and, after a successful commit,
-// runs the cleanups.
-func (f *finalCommits) resolve(commit bool, completed barrier.CheckpointID) error {
-	if err := f.settle(commit, completed); err != nil || !commit {
-		return err
-	}
-	return f.cleanup()
-}
-
-// settle commits (commit) or aborts everything registered and forgets
-// it; after a failure, transactions of checkpoints up to completed (the
-// latest completed one) are committed all the same.
-func (f *finalCommits) settle(commit bool, completed barrier.CheckpointID) error {
-	f.mu.Lock()
-	fns := f.fns
-	f.fns = nil
-	f.mu.Unlock()
-	var errs []error
-	for _, fn := range fns {
-		errs = append(errs, fn(commit, completed))
-	}
-	return errors.Join(errs...)
-}
-
-// cleanup runs the cleanups of a job whose every sink committed: on a
-// cluster, the coordinator runs them once all workers settled.
-func (f *finalCommits) cleanup() error {
-	f.mu.Lock()
-	cl := f.cleanups
-	f.mu.Unlock()
-	var errs []error
-	for _, fn := range cl {
-		errs = append(errs, fn())
-	}
-	return errors.Join(errs...)
-}
-
-func (e *Environment) finalCommits() *finalCommits {
+func (e *Environment) finalCommits() *jobmaster.FinalCommits {
 	if e.final == nil {
-		e.final = &finalCommits{}
+		e.final = &jobmaster.FinalCommits{}
 	}
 	return e.final
 }

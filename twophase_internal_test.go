@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/internal/jobmaster"
 )
 
 type recordingCommitter struct {
@@ -27,16 +28,16 @@ func (c *recordingCommitter) Abort(txn int) error { c.abort = append(c.abort, tx
 // (the restore would commit them too), the rest aborted.
 func TestFinalCommitsAfterFailureKeepCompletedCheckpoints(t *testing.T) {
 	c := &recordingCommitter{}
-	o := &twoPhaseOp[string, int]{c: c, final: &finalCommits{}}
+	o := &twoPhaseOp[string, int]{c: c, final: &jobmaster.FinalCommits{}}
 	require.NoError(t, o.begin())
 	o.pending = []pendingTxn[int]{{id: 3, txn: 100}, {id: 5, txn: 101}}
 	require.NoError(t, o.Finish())
 
-	require.NoError(t, o.final.resolve(false, barrier.CheckpointID(4)))
+	require.NoError(t, o.final.Resolve(false, barrier.CheckpointID(4)))
 	require.Equal(t, []int{100}, c.committed)
 	require.Equal(t, []int{101, 1}, c.abort)
 
 	// Resolved once: nothing is left to commit.
-	require.NoError(t, o.final.resolve(true, 0))
+	require.NoError(t, o.final.Resolve(true, 0))
 	require.Equal(t, []int{100}, c.committed)
 }

@@ -11,8 +11,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/network/wire"
 	"github.com/weirstream/weir/state"
@@ -22,7 +25,7 @@ import (
 // data plane.
 type process struct {
 	pool *buffer.GlobalPool
-	dp   *dataPlane
+	dp   *deploy.DataPlane
 }
 
 func startProcesses(t *testing.T, ctx context.Context, e *Environment, n int) []*process {
@@ -31,7 +34,7 @@ func startProcesses(t *testing.T, ctx context.Context, e *Environment, n int) []
 	for i := range ps {
 		pool, err := buffer.NewGlobalPool(buffer.Config{SegmentSize: e.cfg.segmentSize, NumSegments: e.cfg.numSegments})
 		require.NoError(t, err)
-		dp, err := startDataPlane(ctx, "127.0.0.1:0", network.ServerConfig{}, network.ClientConfig{}, nil)
+		dp, err := deploy.StartDataPlane(ctx, "127.0.0.1:0", network.ServerConfig{}, network.ClientConfig{}, zap.NewNop())
 		require.NoError(t, err)
 		ps[i] = &process{pool: pool, dp: dp}
 	}
@@ -40,20 +43,20 @@ func startProcesses(t *testing.T, ctx context.Context, e *Environment, n int) []
 
 // placeAll returns each process's placement of g's tasks: task (v, i)
 // runs in process where(v, i).
-func placeAll(g *jobGraph, ps []*process, job uuid.UUID, where func(v, i int) int) []*placement {
-	pls := make([]*placement, len(ps))
+func placeAll(g *graph.JobGraph, ps []*process, job uuid.UUID, where func(v, i int) int) []*deploy.Placement {
+	pls := make([]*deploy.Placement, len(ps))
 	for k, p := range ps {
-		pls[k] = &placement{job: job, local: map[state.TaskKey]bool{}, remote: map[state.TaskKey]string{}, net: p.dp}
+		pls[k] = &deploy.Placement{Job: job, Local: map[state.TaskKey]bool{}, Remote: map[state.TaskKey]string{}, Net: p.dp}
 	}
-	for vi, v := range g.vertices {
-		for i := 0; i < v.parallelism; i++ {
-			key := state.TaskKey{Vertex: v.id, Subtask: i}
+	for vi, v := range g.Vertices {
+		for i := range v.Parallelism {
+			key := v.TaskKey(i)
 			at := where(vi, i)
 			for k, pl := range pls {
 				if k == at {
-					pl.local[key] = true
+					pl.Local[key] = true
 				} else {
-					pl.remote[key] = ps[at].dp.addr
+					pl.Remote[key] = ps[at].dp.Addr()
 				}
 			}
 		}
@@ -61,24 +64,29 @@ func placeAll(g *jobGraph, ps []*process, job uuid.UUID, where func(v, i int) in
 	return pls
 }
 
+// jobGraph validates e's job and returns its graph and deploy settings.
+func jobGraph(t *testing.T, e *Environment) (*graph.JobGraph, deploy.Config) {
+	t.Helper()
+	spec, err := e.spec()
+	require.NoError(t, err)
+	return spec.Graph, spec.Deploy
+}
+
 // runSplit deploys g across ps as pls say and runs every process's attempt
 // concurrently, each under its own context; it returns their errors.
-func runSplit(t *testing.T, ctx context.Context, e *Environment, g *jobGraph, ps []*process, pls []*placement) []error {
+func runSplit(t *testing.T, ctx context.Context, e *Environment, ps []*process, pls []*deploy.Placement) []error {
 	t.Helper()
-	ds := make([]*deployment, len(ps))
+	g, cfg := jobGraph(t, e)
+	ds := make([]*deploy.Deployment, len(ps))
 	for k, p := range ps {
-		d, err := e.deploy(g, p.pool, nil, nil, pls[k])
+		d, err := deploy.Deploy(g, cfg, p.pool, nil, nil, pls[k])
 		require.NoError(t, err)
 		ds[k] = d
 	}
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for k := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[k] = runAttempt(ctx, ds[k])
-		}()
+		wg.Go(func() { errs[k] = ds[k].Run(ctx, nil) })
 	}
 	wg.Wait()
 	return errs
@@ -87,7 +95,7 @@ func runSplit(t *testing.T, ctx context.Context, e *Environment, g *jobGraph, ps
 func closeProcesses(t *testing.T, ps []*process) {
 	t.Helper()
 	for k, p := range ps {
-		p.dp.close()
+		p.dp.Close()
 		require.Zero(t, p.pool.InUse(), "process %d leaked segments", k)
 	}
 }
@@ -103,14 +111,12 @@ func TestSplitDeploymentAcrossProcesses(t *testing.T) {
 	s := FromGenerator(e, n, func(i int64) int64 { return i })
 	s = Map(s, func(v int64) int64 { return v * 2 }).Rebalance()
 	got, _ := Collect(Map(s, func(v int64) int64 { return v + 1 }))
-	require.NoError(t, e.cfg.validate())
-	g, err := e.buildGraph()
-	require.NoError(t, err)
-	require.Len(t, g.vertices, 4)
+	g, _ := jobGraph(t, e)
+	require.Len(t, g.Vertices, 4)
 
 	ps := startProcesses(t, ctx, e, 2)
 	pls := placeAll(g, ps, uuid.New(), func(v, i int) int { return (v + i) % 2 })
-	errs := runSplit(t, ctx, e, g, ps, pls)
+	errs := runSplit(t, ctx, e, ps, pls)
 	closeProcesses(t, ps)
 	require.NoError(t, errors.Join(errs...))
 
@@ -137,14 +143,12 @@ func TestRemoteProducerFailureFailsConsumer(t *testing.T) {
 		return v
 	}).Name("exploder")
 	Discard(failing.Rebalance())
-	require.NoError(t, e.cfg.validate())
-	g, err := e.buildGraph()
-	require.NoError(t, err)
-	require.Len(t, g.vertices, 2)
+	g, _ := jobGraph(t, e)
+	require.Len(t, g.Vertices, 2)
 
 	ps := startProcesses(t, ctx, e, 2)
 	pls := placeAll(g, ps, uuid.New(), func(v, i int) int { return v }) // sources in 0, sinks in 1
-	errs := runSplit(t, ctx, e, g, ps, pls)
+	errs := runSplit(t, ctx, e, ps, pls)
 	closeProcesses(t, ps)
 
 	require.ErrorContains(t, errs[0], "producer exploded")
@@ -161,28 +165,27 @@ func TestRemoteProducerFailureFailsConsumer(t *testing.T) {
 // subtask only: two processes compute the same, and a new attempt gets new
 // ones.
 func TestPartitionIDsAreDeterministicPerAttempt(t *testing.T) {
-	build := func() *jobGraph {
+	build := func() *graph.JobGraph {
 		e := NewEnvironment(WithParallelism(3))
 		s := FromGenerator(e, 10, func(i int64) int64 { return i })
 		Discard(Map(s.Rebalance(), func(v int64) int64 { return v }))
-		g, err := e.buildGraph()
-		require.NoError(t, err)
+		g, _ := jobGraph(t, e)
 		return g
 	}
 	g1, g2 := build(), build()
 	job := uuid.New()
-	a0 := (&placement{job: job}).forAttempt(0)
-	a1 := (&placement{job: job}).forAttempt(1)
-	e1, e2 := g1.vertices[0].outputs[0], g2.vertices[0].outputs[0]
+	a0 := (&deploy.Placement{Job: job}).ForAttempt(0)
+	a1 := (&deploy.Placement{Job: job}).ForAttempt(1)
+	e1, e2 := g1.Vertices[0].Outputs[0], g2.Vertices[0].Outputs[0]
 	seen := map[uuid.UUID]string{}
-	for sub := 0; sub < 3; sub++ {
-		require.Equal(t, a0.partitionID(g1, e1, sub), a0.partitionID(g2, e2, sub))
-		for _, a := range []*placement{a0, a1} {
-			id := a.partitionID(g1, e1, sub)
-			where := fmt.Sprintf("attempt %d subtask %d", a.attempt, sub)
+	for sub := range 3 {
+		require.Equal(t, a0.PartitionID(g1, e1, sub), a0.PartitionID(g2, e2, sub))
+		for _, a := range []*deploy.Placement{a0, a1} {
+			id := a.PartitionID(g1, e1, sub)
+			where := fmt.Sprintf("attempt %d subtask %d", a.Attempt, sub)
 			require.NotContains(t, seen, id, "%s collides with %s", where, seen[id])
 			seen[id] = where
 		}
 	}
-	require.NotEqual(t, a0.partitionID(g1, e1, 0), (&placement{job: uuid.New()}).partitionID(g1, e1, 0))
+	require.NotEqual(t, a0.PartitionID(g1, e1, 0), (&deploy.Placement{Job: uuid.New()}).PartitionID(g1, e1, 0))
 }

@@ -1,4 +1,4 @@
-package weir
+package deploy
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
 )
 
-// placement says which tasks of one attempt of a job this process deploys
+// Placement says which tasks of one attempt of a job this process deploys
 // and how each of its consumers reaches its producers' partitions: a
 // partition whose producer and every consumer run in this process is read
 // through LocalChannels, any other partition is served over TCP (every
@@ -26,76 +27,70 @@ import (
 // exchanges forced (viaTCP) they read their own partitions over loopback.
 // A cluster worker fills local with its tasks and remote with the data
 // address of the worker running every other task.
-type placement struct {
-	// job names the job; with attempt and the graph it determines every
+type Placement struct {
+	// Job names the job; with Attempt and the graph it determines every
 	// partition ID, so that a consumer in another process computes its
 	// producer's partition ID without asking.
-	job uuid.UUID
-	// attempt numbers the deployments of the job (0, 1, …): each attempt
+	Job uuid.UUID
+	// Attempt numbers the deployments of the job (0, 1, …): each attempt
 	// has fresh partition IDs, so a consumer never reads a stale attempt's
 	// partition.
-	attempt int
-	// local holds the tasks that run here; nil means every task.
-	local map[state.TaskKey]bool
-	// remote maps each task that runs elsewhere to the data address
+	Attempt int
+	// Local holds the tasks that run here; nil means every task.
+	Local map[state.TaskKey]bool
+	// Remote maps each task that runs elsewhere to the data address
 	// (host:port) of the process running it.
-	remote map[state.TaskKey]string
-	// net serves this process's partitions and reads others'; nil when
+	Remote map[state.TaskKey]string
+	// Net serves this process's partitions and reads others'; nil when
 	// every exchange is local.
-	net *dataPlane
-	// viaTCP reads partitions of this process over TCP too.
-	viaTCP bool
+	Net *DataPlane
+	// ViaTCP reads partitions of this process over TCP too.
+	ViaTCP bool
 }
 
-func (pl *placement) runsHere(k state.TaskKey) bool { return pl.local == nil || pl.local[k] }
+// RunsHere reports whether task k runs in this process.
+func (pl *Placement) RunsHere(k state.TaskKey) bool { return pl.Local == nil || pl.Local[k] }
 
 // dataAddr is the data address serving the partitions of task k.
-func (pl *placement) dataAddr(k state.TaskKey) (string, error) {
-	if pl.runsHere(k) {
-		if pl.net == nil {
+func (pl *Placement) dataAddr(k state.TaskKey) (string, error) {
+	if pl.RunsHere(k) {
+		if pl.Net == nil {
 			return "", errors.New("weir: no data plane to serve local partitions over TCP")
 		}
-		return pl.net.addr, nil
+		return pl.Net.addr, nil
 	}
-	if a := pl.remote[k]; a != "" {
+	if a := pl.Remote[k]; a != "" {
 		return a, nil
 	}
 	return "", fmt.Errorf("weir: task %s (subtask %d) runs neither here nor at a known address", k.Vertex, k.Subtask)
 }
 
-// forAttempt returns pl for attempt n.
-func (pl placement) forAttempt(n int) *placement {
-	pl.attempt = n
+// ForAttempt returns pl for attempt n.
+func (pl Placement) ForAttempt(n int) *Placement {
+	pl.Attempt = n
 	return &pl
 }
 
-// edgeName is an edge's stable identity: its producer and consumer
-// vertices (a vertex has exactly one input edge, and vertex IDs derive
-// from the operators' UIDs).
-func edgeName(g *jobGraph, e *edge) (from, to string) {
-	return g.byNode[e.from].id, g.byNode[e.to].id
-}
-
-// partitionID is the ID of producer subtask sub's partition for edge e in
+// PartitionID is the ID of producer subtask sub's partition for edge e in
 // this attempt.
-func (pl *placement) partitionID(g *jobGraph, e *edge, sub int) uuid.UUID {
-	from, to := edgeName(g, e)
-	return uuid.NewSHA1(pl.job, fmt.Appendf(nil, "%d/%q/%q/%d", pl.attempt, from, to, sub))
+func (pl *Placement) PartitionID(g *graph.JobGraph, e *graph.Edge, sub int) uuid.UUID {
+	from, to := g.EdgeName(e)
+	return uuid.NewSHA1(pl.Job, fmt.Appendf(nil, "%d/%q/%q/%d", pl.Attempt, from, to, sub))
 }
 
 // overTCP reports whether the partitions of edge e are served over TCP:
 // TCP is forced, or a producer or consumer subtask of e runs elsewhere.
 // Both sides of the edge compute the same answer.
-func (pl *placement) overTCP(g *jobGraph, e *edge) bool {
-	if pl.viaTCP {
+func (pl *Placement) overTCP(g *graph.JobGraph, e *graph.Edge) bool {
+	if pl.ViaTCP {
 		return true
 	}
-	if pl.local == nil {
+	if pl.Local == nil {
 		return false
 	}
-	for _, v := range []*vertex{g.byNode[e.from], g.byNode[e.to]} {
-		for i := 0; i < v.parallelism; i++ {
-			if !pl.local[state.TaskKey{Vertex: v.id, Subtask: i}] {
+	for _, v := range []*graph.Vertex{g.VertexOf(e.From), g.VertexOf(e.To)} {
+		for i := range v.Parallelism {
+			if !pl.Local[v.TaskKey(i)] {
 				return true
 			}
 		}
@@ -103,11 +98,11 @@ func (pl *placement) overTCP(g *jobGraph, e *edge) bool {
 	return false
 }
 
-// dataPlane is one process's TCP data plane: a Server for the partitions
+// DataPlane is one process's TCP data plane: a Server for the partitions
 // this process registers in its PartitionManager, on one listening
 // address, plus the client settings to read other processes' partitions.
 // It outlives attempts; each attempt has its own ConnectionManager.
-type dataPlane struct {
+type DataPlane struct {
 	parts  *network.PartitionManager
 	srv    *network.Server
 	addr   string
@@ -125,9 +120,9 @@ type dataPlane struct {
 	}
 }
 
-// startDataPlane listens on listen (e.g. "127.0.0.1:0") and serves until
-// close or ctx's end.
-func startDataPlane(ctx context.Context, listen string, srvCfg network.ServerConfig, cliCfg network.ClientConfig, log *zap.Logger) (*dataPlane, error) {
+// StartDataPlane listens on listen (e.g. "127.0.0.1:0") and serves until
+// Close or ctx's end.
+func StartDataPlane(ctx context.Context, listen string, srvCfg network.ServerConfig, cliCfg network.ClientConfig, log *zap.Logger) (*DataPlane, error) {
 	if err := cliCfg.Validate(); err != nil {
 		return nil, fmt.Errorf("weir: %w", err)
 	}
@@ -140,13 +135,16 @@ func startDataPlane(ctx context.Context, listen string, srvCfg network.ServerCon
 	if err != nil {
 		return nil, fmt.Errorf("weir: data plane: %w", err)
 	}
-	dp := &dataPlane{parts: pm, srv: srv, addr: ln.Addr().String(), client: cliCfg, log: log, served: make(chan error, 1)}
+	dp := &DataPlane{parts: pm, srv: srv, addr: ln.Addr().String(), client: cliCfg, log: log, served: make(chan error, 1)}
 	go func() { dp.served <- srv.Serve(ctx, ln) }()
 	return dp, nil
 }
 
-// close closes the server and its connections and waits for them.
-func (dp *dataPlane) close() {
+// Addr is the address the data plane listens on.
+func (dp *DataPlane) Addr() string { return dp.addr }
+
+// Close closes the server and its connections and waits for them.
+func (dp *DataPlane) Close() {
 	dp.srv.Close()
 	<-dp.served
 	dp.dropFailed()
@@ -154,14 +152,14 @@ func (dp *dataPlane) close() {
 
 // keepFailed keeps the failed partitions ids registered until the next
 // deployment.
-func (dp *dataPlane) keepFailed(ids []uuid.UUID) {
+func (dp *DataPlane) keepFailed(ids []uuid.UUID) {
 	dp.mu.Lock()
 	dp.mu.failed = append(dp.mu.failed, ids...)
 	dp.mu.Unlock()
 }
 
 // dropFailed unregisters the partitions of failed attempts.
-func (dp *dataPlane) dropFailed() {
+func (dp *DataPlane) dropFailed() {
 	dp.mu.Lock()
 	ids := dp.mu.failed
 	dp.mu.failed = nil
@@ -175,7 +173,7 @@ func (dp *dataPlane) dropFailed() {
 // connections, the receive memory of its remote gates and the partitions
 // it registered. Torn down once per attempt.
 type exchanges struct {
-	dp     *dataPlane
+	dp     *DataPlane
 	pool   *buffer.GlobalPool            // the process's network memory
 	cm     *network.ConnectionManager    // nil until a remote channel needs it
 	rpools []*buffer.LocalPool           // RemoteBuffers' segments, one per gate
@@ -278,20 +276,4 @@ func (x *exchanges) awaitConsumed(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// inProcessPlacement places every task of the job here. With TCP
-// exchanges it starts the job's data plane on loopback; the caller closes
-// it.
-func (e *Environment) inProcessPlacement(ctx context.Context) (placement, error) {
-	pl := placement{job: uuid.New()}
-	if !e.cfg.tcp {
-		return pl, nil
-	}
-	dp, err := startDataPlane(ctx, "127.0.0.1:0", network.ServerConfig{}, network.ClientConfig{}, e.cfg.logger)
-	if err != nil {
-		return pl, err
-	}
-	pl.net, pl.viaTCP = dp, true
-	return pl, nil
 }

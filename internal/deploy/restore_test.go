@@ -1,4 +1,4 @@
-package weir
+package deploy
 
 import (
 	"testing"
@@ -20,7 +20,7 @@ func TestRestoreConfigOrdersSubtasks(t *testing.T) {
 	}
 	m.Tasks[state.TaskKey{Vertex: "other"}] = state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{"op": {}}}
 	for range 20 {
-		rc := restoreConfig(&restorePoint{meta: m}, "v")
+		rc := (&RestorePoint{Meta: m}).ForVertex("v")
 		var got string
 		for _, s := range rc.Operators["op"] {
 			got += s.Operator.Path

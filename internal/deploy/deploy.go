@@ -1,0 +1,366 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/network"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/state/heap"
+	"github.com/weirstream/weir/task"
+)
+
+// Config holds the settings every deployed task shares.
+type Config struct {
+	// Exclusive and Floating are the buffers of each remote input channel
+	// and each remote gate (they also size local partitions' pools).
+	Exclusive, Floating int
+	// BufferTimeout bounds how long a partially filled buffer waits;
+	// FlushAlways flushes after every record instead.
+	BufferTimeout time.Duration
+	FlushAlways   bool
+	// MaxRecordSize bounds one incoming record (0: network default).
+	MaxRecordSize int
+	Logger        *zap.Logger
+	// NewKeyedBackend creates the keyed state backend of a keyed operator
+	// (nil: the in-memory heap backend).
+	NewKeyedBackend func(maxParallelism, parallelism, index int) (state.KeyedBackend, error)
+}
+
+// keyedBackend returns the backend factory: c.NewKeyedBackend or the heap
+// backend.
+func (c *Config) keyedBackend() func(maxPar, par, index int) (state.KeyedBackend, error) {
+	if c.NewKeyedBackend != nil {
+		return c.NewKeyedBackend
+	}
+	log := c.Logger
+	return func(maxPar, par, index int) (state.KeyedBackend, error) {
+		return heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Logger: log})
+	}
+}
+
+// NewNetworkPool creates a process's network buffer pool.
+func NewNetworkPool(c buffer.Config) (*buffer.GlobalPool, error) {
+	pool, err := buffer.NewGlobalPool(c)
+	if err != nil {
+		return nil, fmt.Errorf("weir: %w", err)
+	}
+	return pool, nil
+}
+
+// CheckLeaks reports the segments of pool not returned (always 0 unless
+// the runtime has a bug), logging them as an error.
+func CheckLeaks(pool *buffer.GlobalPool, log *zap.Logger) int {
+	n := pool.InUse()
+	if n != 0 {
+		log.Error("network segments leaked", zap.Int("segments", n))
+	}
+	return n
+}
+
+// Deployment is one attempt of a job in this process: its tasks and their
+// wiring.
+type Deployment struct {
+	tasks []*task.Task
+	parts []*network.ResultPartition
+	net   *exchanges // nil when every exchange is local
+}
+
+// Tasks are the deployment's tasks.
+func (d *Deployment) Tasks() []*task.Task { return d.tasks }
+
+// partitionKey names one producer subtask's partition for one edge.
+type partitionKey struct {
+	e       *graph.Edge
+	subtask int
+}
+
+// builder deploys one attempt.
+type builder struct {
+	g       *graph.JobGraph
+	cfg     *Config
+	pool    *buffer.GlobalPool
+	ck      *task.CheckpointConfig
+	restore *RestorePoint
+	pl      *Placement
+	d       *Deployment
+	parts   map[partitionKey]*network.ResultPartition
+}
+
+// Deploy builds the tasks pl places here, with their partitions and
+// gates; it starts nothing. ck is nil without checkpointing; restore is
+// nil for a fresh start.
+func Deploy(g *graph.JobGraph, cfg Config, pool *buffer.GlobalPool, ck *task.CheckpointConfig, restore *RestorePoint, pl *Placement) (*Deployment, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	b := &builder{g: g, cfg: &cfg, pool: pool, ck: ck, restore: restore, pl: pl,
+		d: &Deployment{}, parts: map[partitionKey]*network.ResultPartition{}}
+	if pl.Net != nil {
+		pl.Net.dropFailed() // the previous attempt is over
+		b.d.net = &exchanges{dp: pl.Net, pool: pool}
+	}
+	if err := b.build(); err != nil {
+		for _, p := range b.d.parts {
+			p.Release()
+		}
+		_ = b.d.net.teardown(context.Background(), err)
+		return nil, err
+	}
+	return b.d, nil
+}
+
+func (b *builder) build() error {
+	// Partitions first: gates read them.
+	for _, v := range b.g.Vertices {
+		for i := range v.Parallelism {
+			if b.pl.RunsHere(v.TaskKey(i)) {
+				if err := b.partitions(v, i); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, v := range b.g.Vertices {
+		for i := range v.Parallelism {
+			if !b.pl.RunsHere(v.TaskKey(i)) {
+				continue
+			}
+			t, err := b.task(v, i)
+			if err != nil {
+				return err
+			}
+			b.d.tasks = append(b.d.tasks, t)
+		}
+	}
+	return nil
+}
+
+// partitions creates subtask i of v's output partitions.
+func (b *builder) partitions(v *graph.Vertex, i int) error {
+	for _, out := range v.Outputs {
+		nsub := b.g.Subpartitions(out)
+		lp, err := b.pool.NewLocalPool(nsub+1, max(nsub*b.cfg.Exclusive+b.cfg.Floating, nsub+1))
+		if err != nil {
+			return fmt.Errorf("weir: deploying %s: %w", v.TaskName(i), err)
+		}
+		name := fmt.Sprintf("%s -> %s", v.TaskName(i), out.To.Name)
+		p, err := network.NewResultPartition(b.pl.PartitionID(b.g, out, i), name, nsub, lp)
+		if err != nil {
+			lp.Close()
+			return err
+		}
+		b.parts[partitionKey{out, i}] = p
+		b.d.parts = append(b.d.parts, p)
+		if b.pl.overTCP(b.g, out) {
+			if b.d.net == nil {
+				return fmt.Errorf("weir: %s is read remotely, but there is no data plane", name)
+			}
+			if err := b.d.net.serve(v.TaskKey(i), p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// task builds subtask i of v.
+func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
+	tname := v.TaskName(i)
+	var outputs []*network.ResultPartition
+	// Build the chain from its tail: each node's output collector is the
+	// next node's input plus writers for edges leaving the chain.
+	ops := make([]task.Operator, len(v.Nodes))
+	var nextIn any
+	for k := len(v.Nodes) - 1; k >= 0; k-- {
+		n := v.Nodes[k]
+		var outs []any
+		if k+1 < len(v.Nodes) {
+			outs = append(outs, nextIn)
+		}
+		for _, out := range n.Outputs {
+			if b.g.VertexOf(out.To) == v {
+				continue
+			}
+			p := b.parts[partitionKey{out, i}]
+			w, err := n.NewWriter(out, p, i, b.cfg.FlushAlways)
+			if err != nil {
+				return nil, err
+			}
+			outs = append(outs, w)
+			outputs = append(outputs, p)
+		}
+		var out any
+		if len(outs) > 0 {
+			out = n.Fanout(outs)
+		}
+		in, op, err := n.Instantiate(&graph.Subtask{Node: n, Index: i, Parallelism: v.Parallelism, MaxParallelism: b.g.MaxParallelism}, out)
+		if err != nil {
+			return nil, err
+		}
+		ops[k] = op
+		nextIn = in
+	}
+	cfg := task.Config{
+		Key:             v.TaskKey(i),
+		Name:            tname,
+		Parallelism:     v.Parallelism,
+		Logger:          b.cfg.Logger,
+		Operators:       ops,
+		Outputs:         outputs,
+		BufferTimeout:   b.cfg.BufferTimeout,
+		FlushAlways:     b.cfg.FlushAlways,
+		MaxRecordSize:   b.cfg.MaxRecordSize,
+		MaxParallelism:  b.g.MaxParallelism,
+		NewKeyedBackend: b.cfg.keyedBackend(),
+	}
+	if v.IsSource() {
+		src, ok := nextIn.(task.Source)
+		if !ok {
+			return nil, fmt.Errorf("weir: %s: chain head is not a source", tname)
+		}
+		cfg.Source = src
+	} else {
+		chans, err := b.inputChannels(v, i)
+		if err != nil {
+			return nil, fmt.Errorf("weir: deploying %s: %w", tname, err)
+		}
+		cfg.Gate = network.NewInputGate(tname, chans)
+		cfg.Input = v.Nodes[0].Decoder(nextIn)
+	}
+	if b.ck != nil {
+		cfg.Checkpoint = b.ck
+		if b.restore != nil {
+			cfg.Restore = b.restore.ForVertex(v.ID)
+		}
+	}
+	return task.New(cfg)
+}
+
+// inputChannels returns the channels of subtask i of v: one per producer
+// subtask it reads, local or remote as the placement says.
+func (b *builder) inputChannels(v *graph.Vertex, i int) ([]network.InputChannel, error) {
+	in := v.Input
+	prod := b.g.VertexOf(in.From)
+	producers, subs := b.g.Producers(in, i)
+	if !b.pl.overTCP(b.g, in) {
+		chans := make([]network.InputChannel, len(producers))
+		for k, j := range producers {
+			p := b.parts[partitionKey{in, j}]
+			chans[k] = network.NewLocalChannel(fmt.Sprintf("%s[%d]", p.Name(), subs[k]), p.Subpartition(subs[k]))
+		}
+		return chans, nil
+	}
+	x := b.d.net
+	if x == nil {
+		return nil, errors.New("remote input, but there is no data plane")
+	}
+	rcfg := network.RemoteBuffersConfig{Exclusive: b.cfg.Exclusive, Floating: b.cfg.Floating, NoFloating: b.cfg.Floating == 0}
+	need := len(producers)*b.cfg.Exclusive + b.cfg.Floating
+	lp, err := x.pool.NewLocalPool(need, need)
+	if err != nil {
+		return nil, err
+	}
+	x.rpools = append(x.rpools, lp)
+	rb, err := network.NewRemoteBuffers(lp, rcfg)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := x.connections()
+	if err != nil {
+		return nil, err
+	}
+	chans := make([]network.InputChannel, len(producers))
+	for k, j := range producers {
+		addr, err := b.pl.dataAddr(prod.TaskKey(j))
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("%s -> %s[%d]", prod.TaskName(j), in.To.Name, subs[k])
+		ch, err := network.NewRemoteChannel(name, cm, rb,
+			network.RemoteChannelConfig{Addr: addr, Partition: b.pl.PartitionID(b.g, in, j), Subpartition: subs[k]})
+		if err != nil {
+			return nil, err
+		}
+		chans[k] = ch
+	}
+	return chans, nil
+}
+
+// Run runs every task of d; the first failure cancels the others and
+// fails the partitions they serve to other processes. ended, if set, is
+// called whenever a task returned, with its error (nil: it finished).
+// The attempt's exchanges are torn down before Run returns.
+func (d *Deployment) Run(ctx context.Context, ended func(k state.TaskKey, err error)) error {
+	tctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	if d.net != nil {
+		// A channel still dialling or starting stops when the attempt
+		// is canceled.
+		done := make(chan struct{})
+		var watch sync.WaitGroup
+		watch.Go(func() {
+			select {
+			case <-tctx.Done():
+				d.net.closeConnections()
+			case <-done:
+			}
+		})
+		defer watch.Wait()
+		defer close(done)
+	}
+	for _, t := range d.tasks {
+		wg.Go(func() {
+			err := t.Run(tctx)
+			if ended != nil {
+				defer ended(t.Key(), err)
+			}
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+			cancel(err)
+			// A task canceled because another failed reports that
+			// failure to its remote readers.
+			d.net.taskFailed(t.Key(), context.Cause(tctx))
+		})
+	}
+	wg.Wait()
+	err := first
+	if terr := d.net.teardown(ctx, err); err == nil {
+		err = terr
+	}
+	if err != nil {
+		// Consumers released what they read; drop anything a failed
+		// attempt left queued.
+		for _, p := range d.parts {
+			p.Release()
+		}
+	}
+	return err
+}
+
+// Metrics returns every task's metrics; call it after Run returned.
+func (d *Deployment) Metrics() []task.Metrics {
+	ms := make([]task.Metrics, len(d.tasks))
+	for i, t := range d.tasks {
+		ms[i] = t.Metrics()
+	}
+	return ms
+}

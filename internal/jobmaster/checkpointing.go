@@ -1,0 +1,219 @@
+package jobmaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/task"
+)
+
+// checkpointing is one job's checkpoint machinery shared by its attempts.
+type checkpointing struct {
+	coord   *coordinator.CheckpointCoordinator
+	storage state.Storage
+	mode    barrier.Mode
+	from    *deploy.RestorePoint // the job's starting point (CheckpointSpec.RestoreFrom), or nil
+
+	mu            sync.Mutex
+	cancelAttempt context.CancelCauseFunc // of the running attempt
+}
+
+func (ck *checkpointing) taskConfig() *task.CheckpointConfig {
+	return &task.CheckpointConfig{Mode: ck.mode, Storage: ck.storage, Responder: responder{ck.coord}}
+}
+
+// responder adapts the coordinator to task.CheckpointResponder.
+type responder struct {
+	c *coordinator.CheckpointCoordinator
+}
+
+func (r responder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m task.CheckpointMetrics) {
+	r.c.Acknowledge(k, id, snap, checkpointMetrics(m))
+}
+
+func (r responder) Running(k state.TaskKey) { r.c.TaskRunning(k) }
+
+func (r responder) Decline(k state.TaskKey, id barrier.CheckpointID, reason error) {
+	r.c.Decline(k, id, reason)
+}
+
+// checkpointMetrics converts a task's checkpoint metrics for the
+// coordinator.
+func checkpointMetrics(m task.CheckpointMetrics) coordinator.TaskCheckpointMetrics {
+	return coordinator.TaskCheckpointMetrics{AlignmentDuration: m.AlignmentDuration,
+		StartDelay: m.StartDelay, SyncDuration: m.SyncDuration, AsyncDuration: m.AsyncDuration, StateSize: m.StateSize}
+}
+
+// newCheckpointing sets up the job's checkpoint storage and coordinator and
+// opens the restore point, if the job starts from one. cleanup removes
+// what only this run needed (a private checkpoint directory).
+func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ func(), err error) {
+	cleanup := func() {}
+	storage := cc.Storage
+	if storage == nil {
+		dir := cc.Dir
+		if dir == "" {
+			// A private directory, removed when the job ends: checkpoints
+			// do not outlive the process, savepoints (exported elsewhere)
+			// do.
+			tmp, err := os.MkdirTemp("", "weir-checkpoints-*")
+			if err != nil {
+				return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
+			}
+			dir, cleanup = tmp, func() { os.RemoveAll(tmp) }
+		}
+		if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: dir, Logger: log}); err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	ck := &checkpointing{storage: storage, mode: cc.Coordinator.Mode}
+	var claim bool
+	if cc.RestoreFrom != "" {
+		rp, c, err := openRestorePoint(cc.RestoreFrom, storage, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		ck.from, claim = rp, c
+		log.Info("restoring", zap.String("from", cc.RestoreFrom),
+			zap.Uint64("checkpoint", uint64(rp.Meta.ID)), zap.Stringer("kind", rp.Meta.Kind))
+	}
+	opts := []coordinator.Option{
+		coordinator.WithLogger(log),
+		coordinator.OnFailure(func(err error) { ck.failAttempt(err) }),
+	}
+	if fs, ok := storage.(*state.FileStorage); ok {
+		// Continue after checkpoints an earlier run left in the directory
+		// instead of overwriting them.
+		ids, err := fs.Checkpoints()
+		if err != nil {
+			return nil, nil, fmt.Errorf("weir: checkpoint storage: listing earlier checkpoints: %w", err)
+		}
+		if len(ids) > 0 {
+			opts = append(opts, coordinator.WithFirstCheckpointID(ids[0]+1))
+		}
+	}
+	if ck.coord, err = coordinator.New(cc.Coordinator, storage, opts...); err != nil {
+		return nil, nil, fmt.Errorf("weir: %w", err)
+	}
+	if ck.from != nil {
+		if err := ck.coord.Restore(ck.from.Meta, claim); err != nil {
+			return nil, nil, fmt.Errorf("weir: %w", err)
+		}
+	}
+	return ck, cleanup, nil
+}
+
+// openRestorePoint opens path, which is a savepoint directory, a
+// checkpoint directory (chk-N) or a checkpoint storage directory (its
+// newest checkpoint whose files all verify). claim reports a checkpoint of
+// own, the job's own storage: it is subject to retention; anything else is
+// only read.
+func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *deploy.RestorePoint, claim bool, err error) {
+	fail := func(err error) (*deploy.RestorePoint, bool, error) {
+		return nil, false, fmt.Errorf("weir: restore from %s: %w", path, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fail(err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return fail(err)
+	}
+	if !fi.IsDir() {
+		return fail(errors.New("not a directory"))
+	}
+	ownDir := ""
+	if fs, ok := own.(*state.FileStorage); ok && fs.Dir() != "" {
+		ownDir, _ = filepath.Abs(fs.Dir())
+	}
+	base := filepath.Base(abs)
+	if v, ok := strings.CutPrefix(base, "chk-"); ok {
+		id, perr := strconv.ParseUint(v, 10, 64)
+		if perr != nil || id == 0 {
+			return fail(errors.New("not a checkpoint directory"))
+		}
+		parent := filepath.Dir(abs)
+		fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: parent, Logger: log})
+		if err != nil {
+			return fail(err)
+		}
+		m, err := fs.ReadMetadata(barrier.CheckpointID(id))
+		if err != nil {
+			return fail(err)
+		}
+		for _, h := range m.StreamHandles() {
+			if err := fs.VerifyState(h); err != nil {
+				return fail(err)
+			}
+		}
+		if parent == ownDir {
+			return &deploy.RestorePoint{Meta: m, Reader: own}, true, nil
+		}
+		return &deploy.RestorePoint{Meta: m, Reader: fs}, false, nil
+	}
+	if _, err := os.Stat(filepath.Join(abs, state.MetadataFile)); err == nil {
+		m, sp, err := state.OpenSavepoint(abs, log)
+		if err != nil {
+			return fail(err)
+		}
+		return &deploy.RestorePoint{Meta: m, Reader: sp}, false, nil
+	}
+	// A checkpoint storage directory: its newest good checkpoint.
+	if abs == ownDir {
+		m, err := own.Latest()
+		if err != nil {
+			return fail(err)
+		}
+		return &deploy.RestorePoint{Meta: m, Reader: own}, true, nil
+	}
+	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: abs, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	m, err := fs.Latest()
+	if err != nil {
+		return fail(err)
+	}
+	return &deploy.RestorePoint{Meta: m, Reader: fs}, false, nil
+}
+
+// failAttempt fails the running attempt (too many failed checkpoints).
+func (ck *checkpointing) failAttempt(err error) {
+	ck.mu.Lock()
+	cancel := ck.cancelAttempt
+	ck.mu.Unlock()
+	if cancel != nil {
+		cancel(err)
+	}
+}
+
+// restorePointFor returns where a (re)started attempt restores from.
+func (ck *checkpointing) restorePointFor() *deploy.RestorePoint {
+	m, ok := ck.coord.LatestCompleted()
+	if !ok {
+		return nil
+	}
+	if ck.from != nil && m.ID == ck.from.Meta.ID {
+		return ck.from
+	}
+	return &deploy.RestorePoint{Meta: m, Reader: ck.storage}
+}

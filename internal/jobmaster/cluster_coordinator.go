@@ -1,0 +1,421 @@
+package jobmaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/cluster"
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/task"
+)
+
+// clusterJob is the coordinator's side of a job on workers: it receives
+// the workers' messages and routes them to the current attempt.
+type clusterJob struct {
+	spec *Spec
+	cfg  ClusterSpec
+	ck   *checkpointing
+	srv  *cluster.Server
+	job  uuid.UUID
+	dir  string // checkpoint directory the workers write to
+	log  *zap.Logger
+	mode barrier.Mode
+
+	mu  sync.Mutex
+	cur *clusterAttempt
+}
+
+// runCluster runs the job as the coordinator of workers.
+func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, res *Result) error {
+	if ck == nil {
+		return errors.New("weir: a job across processes needs checkpointing")
+	}
+	cfg := *spec.Cluster
+	fs, ok := ck.storage.(*state.FileStorage)
+	if !ok || fs.Dir() == "" {
+		return errors.New("weir: cluster: checkpoints must go to a directory the workers share (CheckpointConfig.Dir)")
+	}
+	j := &clusterJob{spec: spec, cfg: cfg, ck: ck, job: uuid.New(), dir: fs.Dir(), log: spec.Logger, mode: ck.mode}
+	srv, err := cluster.NewServer(cluster.ServerConfig{TLS: cfg.TLS, Token: cfg.Token, Fingerprint: fingerprint(spec.Graph, ck.mode),
+		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: spec.Logger}, j)
+	if err != nil {
+		return fmt.Errorf("weir: cluster: %w", err)
+	}
+	j.srv = srv
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("weir: cluster: %w", err)
+		}
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	defer func() {
+		srv.Close() // tells the workers to shut down
+		<-served
+	}()
+	j.log.Info("coordinator listening", zap.String("addr", ln.Addr().String()), zap.Int("workers", cfg.Workers))
+	wctx, cancel := context.WithTimeout(ctx, cfg.WorkerTimeout)
+	_, err = srv.WaitWorkers(wctx, cfg.Workers)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("weir: cluster: waiting for %d workers: %w", cfg.Workers, err)
+	}
+	return newFailover(spec, ck, j.startAttempt).run(ctx, res)
+}
+
+// fingerprint identifies the job for the workers: its graph and its
+// checkpointing mode.
+func fingerprint(g *graph.JobGraph, mode barrier.Mode) string {
+	return g.Fingerprint(fmt.Sprintf("mode=%d", mode))
+}
+
+func (j *clusterJob) current() *clusterAttempt {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.cur
+}
+
+// WorkerJoined implements cluster.Handler.
+func (j *clusterJob) WorkerJoined(w cluster.WorkerInfo) {
+	j.log.Info("worker joined", zap.String("worker", w.ID), zap.String("data", w.DataAddr), zap.String("peer", w.Peer))
+}
+
+// WorkerLost implements cluster.Handler.
+func (j *clusterJob) WorkerLost(id string, err error) {
+	j.log.Info("worker lost", zap.String("worker", id), zap.Error(err))
+	if a := j.current(); a != nil {
+		a.workerLost(id, err)
+	}
+}
+
+// Message implements cluster.Handler.
+func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
+	a := j.current()
+	switch {
+	case a == nil:
+	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n && m.TaskStatus.State == cluster.Running:
+		j.ck.coord.TaskRunning(m.TaskStatus.Task)
+	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n:
+		a.taskEnded(m.TaskStatus)
+	case m.Ack != nil && m.Ack.Attempt == a.n:
+		r := m.Ack
+		j.ck.coord.Acknowledge(r.Task, r.ID, r.Snapshot, r.Metrics)
+	case m.Decline != nil && m.Decline.Attempt == a.n:
+		r := m.Decline
+		var reason error = errors.New(r.Reason)
+		if r.Kind.Valid() {
+			reason = barrier.Decline(r.Kind, reason)
+		}
+		j.ck.coord.Decline(r.Task, r.ID, reason)
+	case m.Committed != nil && m.Committed.Attempt == a.n:
+		a.committed(id, m.Committed.Error)
+	}
+}
+
+// startAttempt places attempt n's tasks on the live workers and sends
+// each of them the placement.
+func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.RestorePoint) (attempt, error) {
+	workers := j.srv.Workers()
+	if len(workers) < j.cfg.Workers {
+		wctx, cancel := context.WithTimeout(ctx, j.cfg.WorkerTimeout)
+		ws, err := j.srv.WaitWorkers(wctx, j.cfg.Workers)
+		cancel()
+		if err == nil {
+			workers = ws
+		} else if workers = j.srv.Workers(); len(workers) == 0 {
+			return nil, fmt.Errorf("weir: cluster: no worker to deploy on: %w", err)
+		}
+	}
+	sources, all := j.spec.Graph.TaskKeys()
+	a := &clusterAttempt{j: j, n: cluster.Attempt(n), sources: sources, all: all,
+		owner: make(map[state.TaskKey]string, len(all)), ended: map[state.TaskKey]error{}, stats: map[state.TaskKey]task.Metrics{},
+		lost: map[string]error{}, commits: map[string]string{}, notify: make(chan struct{}, 1), outbox: newSerialQueue()}
+	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, Mode: j.mode}
+	for _, k := range all {
+		// Subtask i of every vertex goes to the same worker: forward
+		// exchanges stay in one process.
+		w := workers[k.Subtask%len(workers)]
+		a.owner[k] = w.ID
+		d.Tasks = append(d.Tasks, cluster.Assignment{Task: k, WorkerID: w.ID})
+		d.DataAddrs[w.ID] = w.DataAddr
+	}
+	if restore != nil {
+		dr, ok := restore.Reader.(interface{ Dir() string })
+		if !ok {
+			return nil, errors.New("weir: cluster: the restore point is not in a directory the workers can read")
+		}
+		d.Restore, d.RestoreDir = state.EncodeMetadata(restore.Meta), dr.Dir()
+	}
+	for id := range d.DataAddrs {
+		a.workers = append(a.workers, id)
+	}
+	slices.Sort(a.workers)
+	j.mu.Lock()
+	j.cur = a
+	j.mu.Unlock()
+	for _, id := range a.workers {
+		if err := a.send(ctx, id, cluster.CoordinatorMessage{Deploy: d}); err != nil {
+			a.workerLost(id, fmt.Errorf("deploying: %w", err))
+		}
+	}
+	j.log.Info("attempt deployed", zap.Int("attempt", n), zap.Strings("workers", a.workers), zap.Int("tasks", len(all)))
+	return a, nil
+}
+
+// clusterAttempt is one attempt of a job on workers.
+type clusterAttempt struct {
+	j       *clusterJob
+	n       cluster.Attempt
+	sources []state.TaskKey
+	all     []state.TaskKey
+	owner   map[state.TaskKey]string // read-only after deploy
+	workers []string                 // with tasks of this attempt, sorted
+
+	notify chan struct{} // buffered(1): something below changed
+	outbox *serialQueue  // checkpoint messages to the workers, in order
+
+	mu      sync.Mutex
+	ended   map[state.TaskKey]error // nil error: finished
+	stats   map[state.TaskKey]task.Metrics
+	lost    map[string]error  // workers lost during the attempt
+	commits map[string]string // worker → Committed's error
+}
+
+const sendTimeout = 10 * time.Second
+
+func (a *clusterAttempt) send(ctx context.Context, worker string, m cluster.CoordinatorMessage) error {
+	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	defer cancel()
+	return a.j.srv.Send(ctx, worker, m)
+}
+
+func (a *clusterAttempt) kick() {
+	select {
+	case a.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
+	var err error
+	switch s.State {
+	case cluster.Finished:
+	case cluster.Failed:
+		err = fmt.Errorf("task %s (subtask %d) on worker %s: %s", s.Task.Vertex, s.Task.Subtask, a.owner[s.Task], s.Error)
+	case cluster.Canceled:
+		err = context.Canceled
+	default:
+		return
+	}
+	a.mu.Lock()
+	if _, dup := a.ended[s.Task]; !dup {
+		a.ended[s.Task] = err
+		if s.Metrics != nil {
+			a.stats[s.Task] = *s.Metrics
+		}
+	}
+	a.mu.Unlock()
+	a.kick()
+}
+
+func (a *clusterAttempt) workerLost(id string, err error) {
+	a.mu.Lock()
+	if _, dup := a.lost[id]; !dup {
+		a.lost[id] = err
+	}
+	a.mu.Unlock()
+	a.kick()
+}
+
+func (a *clusterAttempt) committed(id, errText string) {
+	a.mu.Lock()
+	a.commits[id] = errText
+	a.mu.Unlock()
+	a.kick()
+}
+
+func (a *clusterAttempt) taskKeys() (sources, all []state.TaskKey) { return a.sources, a.all }
+
+func (a *clusterAttempt) gateway() coordinator.TaskGateway { return a }
+
+// progress returns why the attempt failed (nil: no failure so far),
+// whether every task finished, and the number of tasks that finished.
+func (a *clusterAttempt) progress() (failure error, done bool, finished int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range a.workers {
+		if err := a.lost[id]; err != nil {
+			if failure == nil {
+				failure = fmt.Errorf("worker %s lost: %w", id, err)
+			}
+		}
+	}
+	for _, k := range a.all {
+		err, ok := a.ended[k]
+		switch {
+		case !ok:
+		case err == nil:
+			finished++
+		case failure == nil && !errors.Is(err, context.Canceled):
+			failure = err
+		}
+	}
+	return failure, finished == len(a.all), finished
+}
+
+func (a *clusterAttempt) run(ctx context.Context, ended func(error)) error {
+	reported := 0
+	for {
+		failure, done, nfinished := a.progress()
+		for ; reported < nfinished; reported++ {
+			ended(nil)
+		}
+		if failure != nil {
+			ended(failure)
+			a.cancel(failure)
+			return failure
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-a.notify:
+		case <-ctx.Done():
+			err := context.Cause(ctx)
+			ended(err)
+			a.cancel(err)
+			return err
+		}
+	}
+}
+
+// cancel stops the attempt's tasks on every worker and waits, up to
+// CancelTimeout, until each ended or its worker was lost.
+func (a *clusterAttempt) cancel(cause error) {
+	a.j.log.Info("canceling attempt", zap.Uint64("attempt", uint64(a.n)), zap.Error(cause))
+	ctx, cancel := context.WithTimeout(context.Background(), a.j.cfg.CancelTimeout)
+	defer cancel()
+	for _, id := range a.workers {
+		if err := a.send(ctx, id, cluster.CoordinatorMessage{CancelAttempt: &cluster.CancelAttempt{Attempt: a.n}}); err != nil {
+			a.workerLost(id, err)
+		}
+	}
+	for !a.allStopped() {
+		select {
+		case <-a.notify:
+		case <-ctx.Done():
+			a.j.log.Warn("tasks did not confirm cancellation in time", zap.Uint64("attempt", uint64(a.n)))
+			return
+		}
+	}
+}
+
+func (a *clusterAttempt) allStopped() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, k := range a.all {
+		if _, ok := a.ended[k]; !ok && a.lost[a.owner[k]] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveFinal asks every worker of the attempt to commit or abort its
+// finished sinks' transactions and waits for the answers.
+func (a *clusterAttempt) resolveFinal(commit bool, completed barrier.CheckpointID) error {
+	defer a.outbox.close() // the attempt is over
+	ctx, cancel := context.WithTimeout(context.Background(), a.j.cfg.CancelTimeout)
+	defer cancel()
+	m := cluster.CoordinatorMessage{Commit: &cluster.Commit{Attempt: a.n, Commit: commit, Completed: completed}}
+	for _, id := range a.workers {
+		if err := a.send(ctx, id, m); err != nil {
+			a.workerLost(id, err)
+		}
+	}
+	for {
+		var errs []error
+		waiting := false
+		a.mu.Lock()
+		for _, id := range a.workers {
+			if e, ok := a.commits[id]; ok {
+				if e != "" {
+					errs = append(errs, fmt.Errorf("worker %s: %s", id, e))
+				}
+			} else if err := a.lost[id]; err != nil {
+				errs = append(errs, fmt.Errorf("worker %s lost before committing: %w", id, err))
+			} else {
+				waiting = true
+			}
+		}
+		a.mu.Unlock()
+		if !waiting {
+			err := errors.Join(errs...)
+			if err == nil && commit {
+				err = a.j.spec.Final.Cleanup()
+			}
+			return err
+		}
+		select {
+		case <-a.notify:
+		case <-ctx.Done():
+			return fmt.Errorf("weir: cluster: waiting for the workers' final commits: %w", ctx.Err())
+		}
+	}
+}
+
+// metrics are the metrics the workers reported for the tasks that ended.
+func (a *clusterAttempt) metrics() []task.Metrics {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ms []task.Metrics
+	for _, k := range a.all {
+		if m, ok := a.stats[k]; ok {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
+// TriggerCheckpoint, NotifyCheckpointComplete and NotifyCheckpointAborted
+// implement coordinator.TaskGateway over the control plane. They run in
+// the coordinator's loop and never wait for the network: the messages go
+// out, in order, from the attempt's outbox. A message that cannot be sent
+// means the worker is lost, which fails the attempt; checkpoints pending
+// at a lost worker's tasks are aborted with it.
+func (a *clusterAttempt) TriggerCheckpoint(k state.TaskKey, b barrier.Barrier) error {
+	a.post(k, cluster.CoordinatorMessage{TriggerCheckpoint: &cluster.TriggerCheckpoint{Attempt: a.n, Task: k, Barrier: b}})
+	return nil
+}
+
+func (a *clusterAttempt) NotifyCheckpointComplete(k state.TaskKey, id barrier.CheckpointID) {
+	a.post(k, cluster.CoordinatorMessage{NotifyCheckpoint: &cluster.NotifyCheckpoint{Attempt: a.n, Task: k, ID: id}})
+}
+
+func (a *clusterAttempt) NotifyCheckpointAborted(k state.TaskKey, id barrier.CheckpointID) {
+	a.post(k, cluster.CoordinatorMessage{NotifyCheckpoint: &cluster.NotifyCheckpoint{Attempt: a.n, Task: k, ID: id, Aborted: true}})
+}
+
+// post sends m to the worker running task k from the outbox.
+func (a *clusterAttempt) post(k state.TaskKey, m cluster.CoordinatorMessage) {
+	worker := a.owner[k]
+	a.outbox.put(func() {
+		if err := a.send(context.Background(), worker, m); err != nil {
+			a.j.log.Warn("checkpoint message not sent", zap.String("worker", worker), zap.Error(err))
+			a.workerLost(worker, err)
+		}
+	})
+}

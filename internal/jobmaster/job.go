@@ -1,0 +1,131 @@
+package jobmaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/network"
+)
+
+// Job is a running job.
+type Job struct {
+	done   chan struct{}
+	res    *Result
+	err    error
+	cancel context.CancelCauseFunc
+	ck     *checkpointing // nil without checkpointing
+}
+
+// errStopped cancels a job stopped at a savepoint.
+var errStopped = errors.New("weir: job stopped with a savepoint")
+
+// Start starts running the job of spec in the background.
+func Start(ctx context.Context, spec Spec) (*Job, error) {
+	if spec.Logger == nil {
+		spec.Logger = zap.NewNop()
+	}
+	spec.Deploy.Logger = spec.Logger
+	j := &Job{done: make(chan struct{})}
+	cleanup := func() {}
+	if spec.Checkpoint != nil {
+		var err error
+		if j.ck, cleanup, err = newCheckpointing(spec.Checkpoint, spec.Logger); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	j.cancel = cancel
+	go func() {
+		defer close(j.done)
+		defer cleanup()
+		defer cancel(nil)
+		start := time.Now()
+		j.res = &Result{}
+		j.err = run(ctx, &spec, j.ck, j.res)
+		j.res.Duration = time.Since(start)
+		if j.err != nil && errors.Is(context.Cause(ctx), errStopped) {
+			j.err = nil // stopped as asked
+		}
+	}()
+	return j, nil
+}
+
+// Coordinator is the job's checkpoint coordinator (nil without
+// checkpointing).
+func (j *Job) Coordinator() *coordinator.CheckpointCoordinator {
+	if j.ck == nil {
+		return nil
+	}
+	return j.ck.coord
+}
+
+// Stop cancels a job that was stopped at a savepoint: Wait then returns a
+// nil error.
+func (j *Job) Stop() { j.cancel(errStopped) }
+
+// Cancel stops the job; Wait then returns context.Canceled.
+func (j *Job) Cancel() { j.cancel(context.Canceled) }
+
+// Wait blocks until the job ended and returns its result.
+func (j *Job) Wait() (*Result, error) {
+	<-j.done
+	return j.res, j.err
+}
+
+// run runs the job in this process, or as the coordinator of a cluster.
+func run(ctx context.Context, spec *Spec, ck *checkpointing, res *Result) error {
+	if spec.Cluster != nil {
+		// Tasks and their network memory live on the workers.
+		return runCluster(ctx, spec, ck, res)
+	}
+	pool, err := deploy.NewNetworkPool(spec.Network)
+	if err != nil {
+		return err
+	}
+	defer func() { res.LeakedSegments = deploy.CheckLeaks(pool, spec.Logger) }()
+	pl := deploy.Placement{Job: uuid.New()}
+	if spec.TCP {
+		dp, err := deploy.StartDataPlane(ctx, "127.0.0.1:0", network.ServerConfig{}, network.ClientConfig{}, spec.Logger)
+		if err != nil {
+			return err
+		}
+		defer dp.Close() // before the leak check: connections hold segments
+		pl.Net, pl.ViaTCP = dp, true
+	}
+	if ck == nil {
+		d, err := deploy.Deploy(spec.Graph, spec.Deploy, pool, nil, nil, &pl)
+		if err != nil {
+			return err
+		}
+		err = d.Run(ctx, nil)
+		res.Tasks = d.Metrics()
+		if ferr := spec.Final.Resolve(err == nil, 0); ferr != nil && err == nil {
+			err = fmt.Errorf("weir: final commit: %w", ferr)
+		}
+		return err
+	}
+	tc := ck.taskConfig()
+	start := func(_ context.Context, n int, restore *deploy.RestorePoint) (attempt, error) {
+		d, err := deploy.Deploy(spec.Graph, spec.Deploy, pool, tc, restore, pl.ForAttempt(n))
+		if err != nil {
+			return nil, err
+		}
+		return newLocalAttempt(d, spec.Final), nil
+	}
+	return newFailover(spec, ck, start).run(ctx, res)
+}
+
+func newFailover(spec *Spec, ck *checkpointing, start startAttempt) *failover {
+	restart := spec.Restart
+	if restart == nil {
+		restart = DefaultRestartStrategy()
+	}
+	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger}
+}
