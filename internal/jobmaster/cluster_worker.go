@@ -92,8 +92,8 @@ type worker struct {
 	// session's receive loop (which must not block: heartbeats).
 	commands *serialQueue
 
-	mu       sync.Mutex
-	cur      *workerAttempt
+	mu  sync.Mutex
+	cur *workerAttempt
 	// canceledBelow is one past the newest attempt the coordinator
 	// canceled (attempts count from 0).
 	canceledBelow cluster.Attempt
