@@ -19,7 +19,9 @@ type Controller interface {
 	// BlockChannel stops the consumption of ch: the task must not hand the
 	// handler (or the operator) anything more from ch until
 	// ResumeAllChannels. The item that caused the block has been fully
-	// consumed.
+	// consumed. After UnalignedController.PrioritizeBarrier(ch, ...) the
+	// block starts at that barrier: what is queued ahead of it may still
+	// be taken.
 	BlockChannel(ch ChannelIndex)
 	// ResumeAllChannels resumes every blocked channel. It is only called
 	// while at least one channel is blocked. The task resumes consumption
@@ -87,9 +89,11 @@ type UnalignedController interface {
 	//   - otherwise: every data buffer queued on ch now, and then each
 	//     data buffer arriving on ch, at its arrival, until barrier id
 	//     arrives on ch (as a priority event or queued in band).
-	// Recording also stops when id finishes: ChannelStateComplete(id),
-	// AbortCheckpoint(id), or the task's own Handler.Abort(id). The
-	// recorded buffers still reach the operator in their turn.
+	// Recording also stops at ch's end of partition and when id
+	// finishes: ChannelStateComplete(id), AbortCheckpoint(id), or the
+	// task's own Handler.Abort(id). The recorded buffers still reach the
+	// operator in their turn. The package documentation describes how a
+	// channel does this.
 	PersistChannel(ch ChannelIndex, id CheckpointID)
 	// ChannelStateComplete tells the task that every open channel
 	// delivered barrier id: no channel records for id any more and its
@@ -102,8 +106,9 @@ type UnalignedController interface {
 	// after that barrier and stays stopped until ResumeAllChannels.
 	PrioritizeBarrier(ch ChannelIndex, id CheckpointID)
 	// SwitchToUnaligned tells the task that the aligned checkpoint id goes
-	// on unaligned (its alignment timed out): TriggerCheckpoint and the
-	// PersistChannel calls follow.
+	// on unaligned (its alignment timed out, or an upstream task's did
+	// and sent the barrier as a priority event): TriggerCheckpoint and
+	// the PersistChannel calls follow.
 	SwitchToUnaligned(id CheckpointID)
 	// ScheduleAlignmentTimer asks the task to call Tick once its clock
 	// reaches deadline (unix milliseconds; it may already have passed).
