@@ -11,7 +11,7 @@ import (
 )
 
 // The reference models below are written straight from the rules of
-// BARRIER_SCENARIOS.md (plus Handler.Abort's documentation), as naively as
+// docs/barrier-scenarios.md (plus Handler.Abort's documentation), as naively as
 // possible: maps, linear scans, no reuse. TestRandomAgainstModel drives a
 // real handler and its model with the same random inputs through the same
 // gate and demands identical behaviour.

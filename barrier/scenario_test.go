@@ -6,42 +6,85 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 )
 
 // TestScenarios runs every testdata/*.txt file through the real handlers,
-// in the format and with the gate model of BARRIER_SCENARIOS.md.
+// in the format of docs/barrier-scenarios.md: mode=aligned and mode=tracker
+// with the eager gate model (gate), mode=unaligned and mode=aligned with
+// timeout= with the pull gate model (pullGate).
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		if filepath.Ext(path) != ".txt" {
 			t.Skipf("%s is not a scenario file", path)
 		}
-		var g *gate
+		var (
+			g  *gate     // eager model
+			pg *pullGate // pull model
+		)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if d.Cmd == "new" {
+				g, pg = nil, nil
+				name := stringArg(t, d, "mode")
+				n := intArg(t, d, "channels")
+				if d.HasArg("timeout") {
+					if name != "aligned" && name != "exactly-once" {
+						d.Fatalf(t, "timeout= is only valid with mode=aligned, not %q", name)
+					}
+					timeout := time.Duration(intArg(t, d, "timeout")) * time.Millisecond
+					pg = realPullGate(t, d, Config{Alignment: AlignedWithTimeout, AlignmentTimeout: timeout}, n)
+					return "ok\n"
+				}
+				if name == "unaligned" {
+					pg = realPullGate(t, d, Config{Alignment: Unaligned}, n)
+					return "ok\n"
+				}
 				mode := map[string]Mode{
 					"aligned": ExactlyOnce, "exactly-once": ExactlyOnce,
 					"tracker": AtLeastOnce, "at-least-once": AtLeastOnce,
 				}
-				name := stringArg(t, d, "mode")
 				m, ok := mode[name]
 				if !ok {
-					d.Fatalf(t, "unknown mode %q (want aligned or tracker)", name)
+					d.Fatalf(t, "unknown mode %q (want aligned, tracker or unaligned)", name)
 				}
-				n := intArg(t, d, "channels")
 				var err error
 				if g, err = newGate(m, n); err != nil {
 					d.Fatalf(t, "%v", err)
 				}
 				return "ok\n"
 			}
-			if g == nil {
+			if g == nil && pg == nil {
 				d.Fatalf(t, "%s before new", d.Cmd)
 			}
+			switch d.Cmd {
+			case "poll", "drain", "advance":
+				if g != nil {
+					// Everything that can be handed over already was,
+					// and there is no timer.
+					if d.Cmd == "advance" {
+						intArg(t, d, "ms")
+					}
+					return "ok\n"
+				}
+				switch d.Cmd {
+				case "poll":
+					return pg.poll()
+				case "drain":
+					return pg.drain()
+				}
+				return pg.advance(int64(intArg(t, d, "ms")))
+			}
+			var numChannels int
+			if g != nil {
+				numChannels = len(g.queues)
+			} else {
+				numChannels = len(pg.queues)
+			}
 			ch := intArg(t, d, "ch")
-			if ch < 0 || ch >= len(g.queues) {
-				d.Fatalf(t, "ch=%d outside 0..%d", ch, len(g.queues)-1)
+			if ch < 0 || ch >= numChannels {
+				d.Fatalf(t, "ch=%d outside 0..%d", ch, numChannels-1)
 			}
 			it := item{ch: ChannelIndex(ch)}
 			switch d.Cmd {
@@ -56,9 +99,33 @@ func TestScenarios(t *testing.T) {
 			default:
 				d.Fatalf(t, "unknown command %q", d.Cmd)
 			}
-			return g.arrive(it)
+			if g != nil {
+				return g.arrive(it) // ts= does not matter here
+			}
+			ts, hasTS := pg.clock, d.HasArg("ts")
+			if hasTS {
+				s := stringArg(t, d, "ts")
+				var err error
+				if ts, err = strconv.ParseInt(s, 10, 64); err != nil {
+					d.Fatalf(t, "ts=%s: want an integer", s)
+				}
+			}
+			return pg.arrive(it, ts)
 		})
 	})
+}
+
+// realPullGate returns a pull gate in front of the real handler cfg
+// selects.
+func realPullGate(t *testing.T, d *datadriven.TestData, cfg Config, n int) *pullGate {
+	t.Helper()
+	pg := newPullGate(n, cfg.Alignment == Unaligned)
+	h, err := NewWithConfig(cfg, n, pg)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	pg.h = h.(UnalignedHandler)
+	return pg
 }
 
 func stringArg(t *testing.T, d *datadriven.TestData, key string) string {

@@ -60,6 +60,18 @@ const (
 	AlignedWithTimeout Alignment = 2
 )
 
+func (a Alignment) String() string {
+	switch a {
+	case Aligned:
+		return "aligned"
+	case Unaligned:
+		return "unaligned"
+	case AlignedWithTimeout:
+		return "aligned with timeout"
+	}
+	return fmt.Sprintf("Alignment(%d)", uint8(a))
+}
+
 // Options travel with every barrier of one checkpoint.
 type Options struct {
 	Kind             Kind
