@@ -15,16 +15,32 @@ import (
 
 // keyedSumJob: source -> map (fails on chosen records) -> keyBy -> running
 // sum -> collect. It returns the final sum per key and the number of
-// outputs collected.
+// outputs collected. Failure k fires at the first record at or after
+// failAt[k] once a checkpoint completed since failure k-1, so that every
+// failure restores from a checkpoint whatever the machine's speed.
 func keyedSumJob(t *testing.T, tr weir.Option, mode weir.CheckpointConfig, n int64, p int, failAt []int64, dir string) (map[int64]int64, int, *weir.Result) {
 	t.Helper()
 	env := weir.NewEnvironment(tr, weir.WithParallelism(p), weir.WithCheckpointing(mode), weir.WithBufferTimeout(time.Millisecond))
-	var processed atomic.Int64
-	next := atomic.Int64{}
+	var (
+		processed   atomic.Int64
+		next        atomic.Int64
+		job         atomic.Pointer[weir.Job]
+		completedAt atomic.Int64 // checkpoints completed at the last failure
+	)
 	src := weir.FromGenerator(env, n, func(i int64) [2]int64 { return [2]int64{i % 37, i} }).WithCodec(pairCodec)
 	m := weir.Map(src, func(v [2]int64) [2]int64 {
 		c := processed.Add(1)
-		if k := next.Load(); int(k) < len(failAt) && c >= failAt[k] && next.CompareAndSwap(k, k+1) {
+		k := next.Load()
+		if int(k) >= len(failAt) || c < failAt[k] {
+			return v
+		}
+		j := job.Load()
+		if j == nil {
+			return v
+		}
+		done := int64(j.CheckpointStats().Completed)
+		if done > completedAt.Load() && next.CompareAndSwap(k, k+1) {
+			completedAt.Store(done)
 			panic(fmt.Sprintf("injected failure %d at record %d", k, c))
 		}
 		return v
@@ -32,7 +48,10 @@ func keyedSumJob(t *testing.T, tr weir.Option, mode weir.CheckpointConfig, n int
 	sums := weir.Reduce(weir.KeyBy(m, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
 		func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).Name("sum")
 	got, _ := weir.Collect(sums)
-	res, err := env.Execute(testCtx(t))
+	j, err := env.Start(testCtx(t))
+	require.NoError(t, err)
+	job.Store(j)
+	res, err := j.Wait()
 	require.NoError(t, err)
 	final := map[int64]int64{}
 	for _, v := range got.Values() {

@@ -93,22 +93,32 @@ func TestAlwaysFailingCheckpointsFailTheJob(t *testing.T) {
 // expires and counts as failed; the job then completes exactly.
 func TestCheckpointTimesOutWhileSinkStalls(t *testing.T) {
 	const n = 100000
-	var seen atomic.Int64
+	var (
+		seen atomic.Int64
+		job  atomic.Pointer[weir.Job]
+		ctx  = testCtx(t)
+	)
 	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, Timeout: 30 * time.Millisecond, TolerableFailures: 100}))
 	src := weir.FromGenerator(env, n, func(i int64) [2]int64 { return [2]int64{i % 37, i} }).WithCodec(pairCodec)
 	sums := weir.Reduce(weir.KeyBy(src, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
 		func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).Name("sum")
 	stalled := weir.Map(sums, func(v [2]int64) [2]int64 {
-		// Early, while the sources are still held back by the stalled
-		// sink's back-pressure, so checkpoints are in flight.
+		// The stall under test: this task takes nothing, barriers
+		// included, until a checkpoint expired (the coordinator keeps
+		// triggering every 10 ms, so one is bound to be in flight).
 		if seen.Add(1) == 2000 {
-			time.Sleep(200 * time.Millisecond) // the stall under test
+			for j := job.Load(); ctx.Err() == nil && (j == nil || j.CheckpointStats().Failed == 0); j = job.Load() {
+				time.Sleep(time.Millisecond)
+			}
 		}
 		return v
 	}).WithCodec(pairCodec)
 	got, _ := weir.Collect(stalled)
-	res, err := env.Execute(testCtx(t))
+	j, err := env.Start(ctx)
+	require.NoError(t, err)
+	job.Store(j)
+	res, err := j.Wait()
 	require.NoError(t, err)
 	require.Equal(t, wantSums(n), finalSums(got.Values()))
 	require.Len(t, got.Values(), n)
