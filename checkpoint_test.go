@@ -1,7 +1,10 @@
 package weir_test
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -17,7 +20,9 @@ import (
 // sum -> collect. It returns the final sum per key and the number of
 // outputs collected. Failure k fires at the first record at or after
 // failAt[k] once a checkpoint completed since failure k-1, so that every
-// failure restores from a checkpoint whatever the machine's speed.
+// failure restores from a checkpoint whatever the machine's speed; the
+// source holds its end back (waiting without blocking its task) until
+// every failure fired, and fires those still due itself.
 func keyedSumJob(t *testing.T, tr weir.Option, mode weir.CheckpointConfig, n int64, p int, failAt []int64, dir string) (map[int64]int64, int, *weir.Result) {
 	t.Helper()
 	env := weir.NewEnvironment(tr, weir.WithParallelism(p), weir.WithCheckpointing(mode), weir.WithBufferTimeout(time.Millisecond))
@@ -27,20 +32,38 @@ func keyedSumJob(t *testing.T, tr weir.Option, mode weir.CheckpointConfig, n int
 		job         atomic.Pointer[weir.Job]
 		completedAt atomic.Int64 // checkpoints completed at the last failure
 	)
-	src := weir.FromGenerator(env, n, func(i int64) [2]int64 { return [2]int64{i % 37, i} }).WithCodec(pairCodec)
-	m := weir.Map(src, func(v [2]int64) [2]int64 {
-		c := processed.Add(1)
+	// fire reports whether failure k is due now and claims it.
+	fire := func(c int64) (int64, bool) {
 		k := next.Load()
 		if int(k) >= len(failAt) || c < failAt[k] {
-			return v
+			return k, false
 		}
 		j := job.Load()
 		if j == nil {
-			return v
+			return k, false
 		}
 		done := int64(j.CheckpointStats().Completed)
 		if done > completedAt.Load() && next.CompareAndSwap(k, k+1) {
 			completedAt.Store(done)
+			return k, true
+		}
+		return k, false
+	}
+	release := func() error {
+		if int(next.Load()) >= len(failAt) {
+			return io.EOF
+		}
+		if k, ok := fire(math.MaxInt64); ok {
+			return fmt.Errorf("injected failure %d at the end of the input", k)
+		}
+		return nil
+	}
+	src := weir.FromPollingReader(env, "held source", func(sub, par int) (weir.PollingReader[[2]int64], error) {
+		return &heldReader{i: int64(sub), step: int64(par), n: n, release: release}, nil
+	}).WithCodec(pairCodec)
+	m := weir.Map(src, func(v [2]int64) [2]int64 {
+		c := processed.Add(1)
+		if k, ok := fire(c); ok {
 			panic(fmt.Sprintf("injected failure %d at record %d", k, c))
 		}
 		return v
@@ -184,4 +207,66 @@ func killRuns(t *testing.T, tr weir.Option, runs int) int {
 		kills += len(failAt)
 	}
 	return kills
+}
+
+// heldReader reads (i % 37, i) for i = sub, sub+par, … below n, then
+// waits (polling every millisecond, without blocking its task) until
+// release returns io.EOF; another error from release fails the task. Its
+// position is checkpointed.
+type heldReader struct {
+	i, step, n int64
+	release    func() error
+	timer      *time.Timer
+	ready      chan struct{}
+}
+
+func (r *heldReader) Poll() ([2]int64, weir.ReadStatus, error) {
+	if r.i < r.n {
+		v := [2]int64{r.i % 37, r.i}
+		r.i += r.step
+		return v, weir.Read, nil
+	}
+	switch err := r.release(); {
+	case err == io.EOF:
+		return [2]int64{}, weir.EndOfInput, nil
+	case err != nil:
+		return [2]int64{}, weir.EndOfInput, err
+	}
+	return [2]int64{}, weir.NothingAvailable, nil
+}
+
+func (r *heldReader) Available() <-chan struct{} {
+	if r.ready == nil {
+		r.ready = make(chan struct{}, 1)
+		r.timer = time.AfterFunc(time.Millisecond, r.signal)
+	} else {
+		r.timer.Reset(time.Millisecond)
+	}
+	return r.ready
+}
+
+func (r *heldReader) signal() {
+	select {
+	case r.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (r *heldReader) Close() error {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	return nil
+}
+
+func (r *heldReader) Position() ([]byte, error) {
+	return binary.BigEndian.AppendUint64(nil, uint64(r.i)), nil
+}
+
+func (r *heldReader) Seek(pos []byte) error {
+	if len(pos) != 8 {
+		return fmt.Errorf("position of %d bytes", len(pos))
+	}
+	r.i = int64(binary.BigEndian.Uint64(pos))
+	return nil
 }

@@ -51,7 +51,9 @@ func keyedOp[T, K, Out any](ks *KeyedStream[T, K], name string, build func(rc *g
 		kc := &keyContext[T, K]{fn: ks.fn, kc: ks.kc, maxPar: rc.MaxParallelism}
 		return build(rc, kc, next)
 	}
-	return newStream[Out](s.env, n)
+	out := newStream[Out](s.env, n)
+	out.timestamped = s.timestamped
+	return out
 }
 
 // keyContext sets the current key of a keyed backend from a value.
@@ -97,14 +99,14 @@ func (o *reduceOp[T, K]) Open(ctx *task.OperatorContext) error {
 	return err
 }
 
-func (o *reduceOp[T, K]) collect(v T) (err error) {
+func (o *reduceOp[T, K]) collect(v T, ts int64) (err error) {
 	defer o.catch(&err)
 	o.kc.setKey(v)
 	r, err := o.st.AddAndGet(v)
 	if err != nil {
 		return err
 	}
-	return o.next.collect(r)
+	return o.next.collect(r, ts)
 }
 
 // KeyedProcessFunction processes the values of a keyed stream one by one,
@@ -141,13 +143,15 @@ func (p processFunc[K, In, Out]) ProcessElement(key K, v In, out *Collector[Out]
 // Collector receives a function's outputs.
 type Collector[T any] struct {
 	next collector[T]
+	ts   int64 // the timestamp of what Emit sends
 	err  error
 }
 
-// Emit sends v downstream.
+// Emit sends v downstream, with the event timestamp of the value being
+// processed (of the timer, in OnTimer).
 func (c *Collector[T]) Emit(v T) {
 	if c.err == nil {
-		c.err = c.next.collect(v)
+		c.err = c.next.collect(v, c.ts)
 	}
 }
 
@@ -200,9 +204,10 @@ func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 	return o.fn.Open(&RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, keyed: ctx.Keyed})
 }
 
-func (o *processOp[K, In, Out]) collect(v In) (err error) {
+func (o *processOp[K, In, Out]) collect(v In, ts int64) (err error) {
 	defer o.catch(&err)
 	o.kc.setKey(v)
+	o.out.ts = ts
 	if err := o.fn.ProcessElement(o.kc.key, v, o.out); err != nil {
 		return o.fail(err)
 	}

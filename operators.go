@@ -57,9 +57,9 @@ type mapOp[In, Out any] struct {
 	next collector[Out]
 }
 
-func (o *mapOp[In, Out]) collect(v In) (err error) {
+func (o *mapOp[In, Out]) collect(v In, ts int64) (err error) {
 	defer o.catch(&err)
-	return o.next.collect(o.fn(v))
+	return o.next.collect(o.fn(v), ts)
 }
 
 // MapErr is Map with a function that may fail; an error fails the task.
@@ -76,13 +76,13 @@ type mapErrOp[In, Out any] struct {
 	next collector[Out]
 }
 
-func (o *mapErrOp[In, Out]) collect(v In) (err error) {
+func (o *mapErrOp[In, Out]) collect(v In, ts int64) (err error) {
 	defer o.catch(&err)
 	r, err := o.fn(v)
 	if err != nil {
 		return o.fail(err)
 	}
-	return o.next.collect(r)
+	return o.next.collect(r, ts)
 }
 
 // Filter returns the values of s for which keep returns true.
@@ -101,10 +101,10 @@ type filterOp[T any] struct {
 	next collector[T]
 }
 
-func (o *filterOp[T]) collect(v T) (err error) {
+func (o *filterOp[T]) collect(v T, ts int64) (err error) {
 	defer o.catch(&err)
 	if o.fn(v) {
-		return o.next.collect(v)
+		return o.next.collect(v, ts)
 	}
 	return nil
 }
@@ -116,7 +116,7 @@ func FlatMap[In, Out any](s *Stream[In], fn func(v In, emit func(Out))) *Stream[
 		o := &flatMapOp[In, Out]{opBase: base(rc), fn: fn, next: next}
 		o.emit = func(v Out) {
 			if o.err == nil {
-				o.err = o.next.collect(v)
+				o.err = o.next.collect(v, o.ts)
 			}
 		}
 		return o, o
@@ -128,11 +128,13 @@ type flatMapOp[In, Out any] struct {
 	fn   func(In, func(Out))
 	next collector[Out]
 	emit func(Out)
+	ts   int64 // of the input value, for its outputs
 	err  error
 }
 
-func (o *flatMapOp[In, Out]) collect(v In) (err error) {
+func (o *flatMapOp[In, Out]) collect(v In, ts int64) (err error) {
 	defer o.catch(&err)
+	o.ts = ts
 	o.fn(v, o.emit)
 	err, o.err = o.err, nil
 	return err
@@ -152,10 +154,12 @@ func addOp[In, Out any](s *Stream[In], name string, build func(rc *graph.Subtask
 		in, op := build(rc, next)
 		return in, op, nil
 	}
-	return newStream[Out](s.env, n)
+	out := newStream[Out](s.env, n)
+	out.timestamped = s.timestamped // operators keep their input's timestamps
+	return out
 }
 
 // discard drops values (an operator whose output nobody consumes).
 type discard[T any] struct{}
 
-func (discard[T]) collect(T) error { return nil }
+func (discard[T]) collect(T, int64) error { return nil }

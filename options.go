@@ -30,7 +30,10 @@ type config struct {
 	restart          RestartStrategy
 	restoreFrom      string
 	cluster          *ClusterConfig
-	errs             []error
+	// watermarkInterval is how often watermark generators emit
+	// periodically (0: never).
+	watermarkInterval time.Duration
+	errs              []error
 }
 
 func defaultConfig() config {
@@ -44,6 +47,8 @@ func defaultConfig() config {
 		floating:       8,
 		logger:         zap.NewNop(),
 		chaining:       true,
+
+		watermarkInterval: 200 * time.Millisecond,
 	}
 }
 
@@ -172,6 +177,17 @@ func WithLogger(l *zap.Logger) Option {
 // between all of them.
 func WithChaining(on bool) Option {
 	return optionFunc(func(c *config) { c.chaining = on })
+}
+
+// WithAutoWatermarkInterval sets how often the watermark generators of
+// AssignTimestamps emit periodically (default 200 ms, as Flink's
+// pipeline.auto-watermark-interval); 0 turns periodic emission off, so
+// that only generators that emit on events make progress.
+func WithAutoWatermarkInterval(d time.Duration) Option {
+	if d < 0 {
+		return bad("weir: auto watermark interval %v must not be negative", d)
+	}
+	return optionFunc(func(c *config) { c.watermarkInterval = d })
 }
 
 // WithTCPExchanges makes every exchange between tasks go over loopback TCP

@@ -60,7 +60,7 @@ type funcSink[T any] struct {
 	fn func(T) error
 }
 
-func (o *funcSink[T]) collect(v T) (err error) {
+func (o *funcSink[T]) collect(v T, _ int64) (err error) {
 	defer o.catch(&err)
 	if err := o.fn(v); err != nil {
 		return o.fail(err)
@@ -78,7 +78,7 @@ func Discard[T any](s *Stream[T]) *Sink {
 
 type discardSink[T any] struct{ opBase }
 
-func (*discardSink[T]) collect(T) error { return nil }
+func (*discardSink[T]) collect(T, int64) error { return nil }
 
 // Print writes every value of s to standard output, one per line.
 func Print[T any](s *Stream[T]) *Sink { return PrintTo(s, os.Stdout) }
@@ -169,7 +169,7 @@ func (o *collectSink[T]) Open(ctx *task.OperatorContext) error {
 	return nil
 }
 
-func (o *collectSink[T]) collect(v T) error {
+func (o *collectSink[T]) collect(v T, _ int64) error {
 	o.local = append(o.local, v)
 	return nil
 }

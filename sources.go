@@ -3,19 +3,52 @@ package weir
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
 
 // SourceReader reads one subtask's share of a source. The task pulls it in
-// its own loop, between checkpoints, so Next should return promptly.
+// its own loop, between checkpoints and timers, so Next must return
+// promptly: a reader that has to wait for data (a queue, a socket, a
+// channel) implements PollingReader instead.
 type SourceReader[T any] interface {
 	// Next returns the next value, or ok=false at the end of input.
 	Next() (v T, ok bool, err error)
+}
+
+// ReadStatus is what one PollingReader.Poll found.
+type ReadStatus uint8
+
+const (
+	// Read: the returned value is the next one.
+	Read ReadStatus = iota
+	// NothingAvailable: no value now. The task takes checkpoints, fires
+	// timers and emits watermarks meanwhile, and polls again once the
+	// reader's Available channel is ready; it burns no CPU while it waits.
+	NothingAvailable
+	// EndOfInput: the reader is exhausted.
+	EndOfInput
+)
+
+// PollingReader reads one subtask's share of a source that may have
+// nothing to read for a while (Flink's FLIP-27 SourceReader): instead of
+// blocking, Poll says so, and Available tells when to poll again. It may
+// also implement PositionedReader, RescalableReader and io.Closer (Close
+// is called once when the task ends).
+type PollingReader[T any] interface {
+	// Poll returns the next value (Read), NothingAvailable, or
+	// EndOfInput. It must not block.
+	Poll() (v T, st ReadStatus, err error)
+	// Available returns a channel that becomes ready (receives a value or
+	// is closed) once Poll may return a value again. It is called after
+	// Poll returned NothingAvailable.
+	Available() <-chan struct{}
 }
 
 // PositionedReader is a SourceReader whose position can be checkpointed and
@@ -32,6 +65,23 @@ type PositionedReader interface {
 // FromReader returns a stream read by one reader per subtask; newReader is
 // called once per subtask (and again after every restart).
 func FromReader[T any](env *Environment, name string, newReader func(subtask, parallelism int) (SourceReader[T], error)) *Stream[T] {
+	return addSource(env, name, func(sub, par int) (PollingReader[T], error) {
+		r, err := newReader(sub, par)
+		if err != nil {
+			return nil, err
+		}
+		return &nextPoller[T]{r: r}, nil
+	})
+}
+
+// FromPollingReader returns a stream read by one polling reader per
+// subtask; newReader is called once per subtask (and again after every
+// restart). Use it for sources that wait for data.
+func FromPollingReader[T any](env *Environment, name string, newReader func(subtask, parallelism int) (PollingReader[T], error)) *Stream[T] {
+	return addSource(env, name, newReader)
+}
+
+func addSource[T any](env *Environment, name string, newReader func(subtask, parallelism int) (PollingReader[T], error)) *Stream[T] {
 	n := env.addNode(&graph.Node{Name: name, Source: true})
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[T])
@@ -46,6 +96,31 @@ func FromReader[T any](env *Environment, name string, newReader func(subtask, pa
 		return o, o, nil
 	}
 	return newStream[T](env, n)
+}
+
+// nextPoller polls a SourceReader. It forwards the reader's optional
+// interfaces (positions, rescaling, Close).
+type nextPoller[T any] struct{ r SourceReader[T] }
+
+func (p *nextPoller[T]) Poll() (T, ReadStatus, error) {
+	v, ok, err := p.r.Next()
+	switch {
+	case err != nil:
+		return v, EndOfInput, err
+	case !ok:
+		return v, EndOfInput, nil
+	}
+	return v, Read, nil
+}
+
+func (p *nextPoller[T]) Available() <-chan struct{} { return nil }
+
+// reader returns the user's reader behind r, for its optional interfaces.
+func reader[T any](r PollingReader[T]) any {
+	if p, ok := r.(*nextPoller[T]); ok {
+		return p.r
+	}
+	return r
 }
 
 // RescalableReader is a PositionedReader that can also start from the
@@ -68,11 +143,25 @@ func FromSlice[T any](env *Environment, items []T) *Stream[T] {
 }
 
 // FromGenerator returns the stream gen(0), gen(1), …, gen(n-1) (unbounded
-// when n < 0); subtask i of p generates indices i, i+p, … It can be
-// rescaled from a savepoint.
-func FromGenerator[T any](env *Environment, n int64, gen func(i int64) T) *Stream[T] {
-	return FromReader(env, "generator source", func(sub, par int) (SourceReader[T], error) {
-		return &indexReader[T]{at: gen, idx: newStrided(n, sub, par)}, nil
+// when n < 0); subtask i of p generates indices i, i+p, … It replays
+// exactly from a checkpoint and can be rescaled from a savepoint. With
+// Rate it generates at most that many values per second.
+func FromGenerator[T any](env *Environment, n int64, gen func(i int64) T, opts ...GeneratorOption) *Stream[T] {
+	var cfg generatorConfig
+	for _, o := range opts {
+		o.applyGenerator(&cfg)
+	}
+	if cfg.rate < 0 {
+		env.cfg.errs = append(env.cfg.errs, fmt.Errorf("weir: generator source: rate %v must not be negative", cfg.rate))
+	}
+	if cfg.rate <= 0 {
+		return FromReader(env, "generator source", func(sub, par int) (SourceReader[T], error) {
+			return &indexReader[T]{at: gen, idx: newStrided(n, sub, par)}, nil
+		})
+	}
+	return FromPollingReader(env, "generator source", func(sub, par int) (PollingReader[T], error) {
+		r := &indexReader[T]{at: gen, idx: newStrided(n, sub, par)}
+		return &rateReader[T]{indexReader: r, limit: newRateLimit(cfg.rate / float64(par))}, nil
 	})
 }
 
@@ -198,7 +287,7 @@ func (s *strided) rescale(positions [][]byte, sub, par int) error {
 // sourceOp drives a reader as a task's source and its chain head.
 type sourceOp[T any] struct {
 	opBase
-	r           SourceReader[T]
+	r           PollingReader[T]
 	next        collector[T]
 	subtask     int
 	parallelism int
@@ -214,6 +303,9 @@ func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 		return err
 	}
 	o.pos = st
+	if w, ok := reader(o.r).(interface{ warnNotReplayable(*task.OperatorContext) }); ok {
+		w.warnNotReplayable(ctx)
+	}
 	if !ctx.Restored {
 		return nil
 	}
@@ -221,7 +313,7 @@ func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 	if err != nil {
 		return err
 	}
-	pr, ok := o.r.(PositionedReader)
+	pr, ok := reader(o.r).(PositionedReader)
 	if !ok {
 		if len(elems) == 0 {
 			return nil
@@ -248,7 +340,7 @@ func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 	if oldPar == o.parallelism {
 		return pr.Seek(old[o.subtask])
 	}
-	rr, ok := o.r.(RescalableReader)
+	rr, ok := reader(o.r).(RescalableReader)
 	if !ok {
 		return fmt.Errorf("weir: source %s: parallelism changed from %d to %d; its readers cannot be rescaled (implement RescalableReader)", o.name, oldPar, o.parallelism)
 	}
@@ -256,7 +348,7 @@ func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 }
 
 func (o *sourceOp[T]) SnapshotState(barrier.CheckpointID) error {
-	pr, ok := o.r.(PositionedReader)
+	pr, ok := reader(o.r).(PositionedReader)
 	if !ok {
 		return nil
 	}
@@ -271,14 +363,24 @@ func (o *sourceOp[T]) SnapshotState(barrier.CheckpointID) error {
 
 func (o *sourceOp[T]) PollNext() (st task.SourceStatus, err error) {
 	defer o.catch(&err)
-	v, ok, err := o.r.Next()
-	if err != nil {
+	v, rs, err := o.r.Poll()
+	switch {
+	case err != nil:
 		return task.EndOfInput, o.fail(err)
-	}
-	if !ok {
+	case rs == NothingAvailable:
+		return task.NothingAvailable, nil
+	case rs != Read:
 		return task.EndOfInput, nil
 	}
-	return task.MoreAvailable, o.next.collect(v)
+	return task.MoreAvailable, o.next.collect(v, eventtime.NoTimestamp)
 }
 
-func (o *sourceOp[T]) Available() <-chan struct{} { return nil }
+func (o *sourceOp[T]) Available() <-chan struct{} { return o.r.Available() }
+
+// Close closes the reader if it is an io.Closer.
+func (o *sourceOp[T]) Close() error {
+	if c, ok := reader(o.r).(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}

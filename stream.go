@@ -1,9 +1,11 @@
 package weir
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/network"
@@ -29,6 +31,9 @@ func NewEnvironment(opts ...Option) *Environment {
 	return e
 }
 
+// fail records an error that Execute reports.
+func (e *Environment) fail(err error) { e.cfg.errs = append(e.cfg.errs, err) }
+
 func (e *Environment) addNode(n *graph.Node) *graph.Node {
 	n.ID = len(e.nodes)
 	if n.UID == "" {
@@ -48,6 +53,9 @@ type Stream[T any] struct {
 	// partitioning for the next edge (Rebalance/Broadcast), or forward.
 	part    network.Partitioning
 	partSet bool
+	// timestamped streams carry an event timestamp with every value
+	// across task boundaries (AssignTimestamps and what follows it).
+	timestamped bool
 }
 
 func newStream[T any](env *Environment, n *graph.Node) *Stream[T] {
@@ -72,17 +80,39 @@ func (s *Stream[T]) bindOutput() {
 	}
 	n.HasCodec = func() bool { return s.codec != nil }
 	n.NewWriter = func(e *graph.Edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error) {
-		c := s.codec
-		cfg := network.WriterConfig[T]{Partitioning: e.Partitioning, Append: c.Append, Subtask: subtask, MaxParallelism: s.env.cfg.maxParallelism}
+		var keyHash func(T) uint64
 		if e.KeyHash != nil {
-			cfg.KeyHash = e.KeyHash.(func() func(T) uint64)() // each writer its own scratch
+			keyHash = e.KeyHash.(func() func(T) uint64)() // each writer its own scratch
 		}
+		if s.timestamped {
+			return newStampedOut(s.codec, keyHash, e, p, subtask, s.env.cfg.maxParallelism, flushAlways)
+		}
+		cfg := network.WriterConfig[T]{Partitioning: e.Partitioning, Append: s.codec.Append, KeyHash: keyHash,
+			Subtask: subtask, MaxParallelism: s.env.cfg.maxParallelism}
 		w, err := network.NewRecordWriter(p, cfg)
 		if err != nil {
 			return nil, err
 		}
 		return &networkOut[T]{w: w, p: p, flush: flushAlways}, nil
 	}
+}
+
+// newStampedOut makes the writer of a timestamped stream: each record is
+// its timestamp, then its value.
+func newStampedOut[T any](c codec.Codec[T], keyHash func(T) uint64, e *graph.Edge, p *network.ResultPartition, subtask, maxPar int, flushAlways bool) (any, error) {
+	cfg := network.WriterConfig[stamped[T]]{Partitioning: e.Partitioning, Subtask: subtask, MaxParallelism: maxPar,
+		Append: func(dst []byte, sv stamped[T]) []byte {
+			dst = binary.BigEndian.AppendUint64(dst, uint64(sv.ts))
+			return c.Append(dst, sv.v)
+		}}
+	if keyHash != nil {
+		cfg.KeyHash = func(sv stamped[T]) uint64 { return keyHash(sv.v) }
+	}
+	w, err := network.NewRecordWriter(p, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &stampedOut[T]{w: w, p: p, flush: flushAlways}, nil
 }
 
 // Name sets the name of the operator that produces s (for logs, metrics and
@@ -146,6 +176,9 @@ func connect[T any](s *Stream[T], to *graph.Node) {
 // processor decoding T with c.
 func decoderFor[T any](s *Stream[T]) func(in any) task.RecordProcessor {
 	return func(in any) task.RecordProcessor {
+		if s.timestamped {
+			return &stampedHead[T]{c: s.codec, next: in.(collector[T])}
+		}
 		return &decodeHead[T]{c: s.codec, next: in.(collector[T])}
 	}
 }
@@ -161,19 +194,38 @@ func (d *decodeHead[T]) ProcessRecord(rec []byte) error {
 	if err != nil {
 		return fmt.Errorf("decoding record: %w", err)
 	}
-	return d.next.collect(v)
+	return d.next.collect(v, eventtime.NoTimestamp)
 }
 
-// collector receives the values of a chain step.
+// stampedHead decodes records of a timestamped stream: an 8-byte
+// big-endian event timestamp, then the value.
+type stampedHead[T any] struct {
+	c    codec.Codec[T]
+	next collector[T]
+}
+
+func (d *stampedHead[T]) ProcessRecord(rec []byte) error {
+	if len(rec) < 8 {
+		return fmt.Errorf("decoding record: %d bytes, too short for its timestamp", len(rec))
+	}
+	v, err := d.c.Decode(rec[8:])
+	if err != nil {
+		return fmt.Errorf("decoding record: %w", err)
+	}
+	return d.next.collect(v, int64(binary.BigEndian.Uint64(rec)))
+}
+
+// collector receives the values of a chain step, each with its event
+// timestamp (eventtime.NoTimestamp when the stream has none).
 type collector[T any] interface {
-	collect(v T) error
+	collect(v T, ts int64) error
 }
 
 type fanout[T any] struct{ outs []collector[T] }
 
-func (f *fanout[T]) collect(v T) error {
+func (f *fanout[T]) collect(v T, ts int64) error {
 	for _, o := range f.outs {
-		if err := o.collect(v); err != nil {
+		if err := o.collect(v, ts); err != nil {
 			return err
 		}
 	}
@@ -187,8 +239,32 @@ type networkOut[T any] struct {
 	flush bool
 }
 
-func (o *networkOut[T]) collect(v T) error {
+func (o *networkOut[T]) collect(v T, _ int64) error {
 	if err := o.w.Emit(v); err != nil {
+		return err
+	}
+	if o.flush {
+		o.p.Flush()
+	}
+	return nil
+}
+
+// stamped is a value with its event timestamp, as a timestamped stream
+// serializes it.
+type stamped[T any] struct {
+	ts int64
+	v  T
+}
+
+// stampedOut serializes a timestamped chain's output into a partition.
+type stampedOut[T any] struct {
+	w     *network.RecordWriter[stamped[T]]
+	p     *network.ResultPartition
+	flush bool
+}
+
+func (o *stampedOut[T]) collect(v T, ts int64) error {
+	if err := o.w.Emit(stamped[T]{ts: ts, v: v}); err != nil {
 		return err
 	}
 	if o.flush {

@@ -124,7 +124,7 @@ func (o *twoPhaseOp[T, Txn]) begin() error {
 	return nil
 }
 
-func (o *twoPhaseOp[T, Txn]) collect(v T) (err error) {
+func (o *twoPhaseOp[T, Txn]) collect(v T, _ int64) (err error) {
 	defer o.catch(&err)
 	if err := o.c.Write(o.current, v); err != nil {
 		return o.fail(err)

@@ -1,7 +1,10 @@
 package task
 
 import (
+	"fmt"
+
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/network/wire"
 )
 
@@ -13,12 +16,15 @@ const (
 	evCancel
 	evEndOfData
 	evWatermark
+	evWatermarkStatus
 )
 
 type event struct {
-	kind     eventKind
-	barrier  barrier.Barrier
-	cancelID barrier.CheckpointID
+	kind      eventKind
+	barrier   barrier.Barrier
+	cancelID  barrier.CheckpointID
+	watermark int64
+	status    eventtime.Status
 }
 
 func decodeEvent(p []byte) (event, error) {
@@ -35,9 +41,28 @@ func decodeEvent(p []byte) (event, error) {
 		return event{kind: evEndOfPartition}, nil
 	case wire.EventEndOfData:
 		return event{kind: evEndOfData}, nil
-	default:
-		return event{kind: evWatermark}, nil
+	case wire.EventWatermark:
+		return event{kind: evWatermark, watermark: e.Watermark}, nil
+	case wire.EventWatermarkStatus:
+		st := eventtime.Active
+		if e.Status == wire.StatusIdle {
+			st = eventtime.Idle
+		}
+		return event{kind: evWatermarkStatus, status: st}, nil
 	}
+	return event{}, fmt.Errorf("unexpected %s event", e.Kind)
+}
+
+func watermarkPayload(wm int64) []byte {
+	return wire.AppendEvent(nil, wire.Event{Kind: wire.EventWatermark, Watermark: wm})
+}
+
+func statusPayload(s eventtime.Status) []byte {
+	st := wire.StatusActive
+	if s == eventtime.Idle {
+		st = wire.StatusIdle
+	}
+	return wire.AppendEvent(nil, wire.Event{Kind: wire.EventWatermarkStatus, Status: st})
 }
 
 func endOfPartitionPayload() []byte {

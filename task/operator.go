@@ -4,6 +4,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/state"
+	"go.uber.org/zap"
 )
 
 // Operator is one step of a task's chain, as the task sees it: lifecycle and
@@ -42,7 +43,10 @@ type Operator interface {
 
 // OperatorContext is what an operator gets at Open.
 type OperatorContext struct {
-	TaskName       string
+	TaskName string
+	Logger   *zap.Logger // the task's
+	// ExactlyOnce reports that the task takes exactly-once checkpoints.
+	ExactlyOnce    bool
 	Subtask        int
 	Parallelism    int
 	MaxParallelism int
@@ -56,6 +60,9 @@ type OperatorContext struct {
 	Restored bool
 	// RestoredID is the checkpoint the task started from (0 if none).
 	RestoredID barrier.CheckpointID
+
+	t     *Task // the task, for EmitWatermark and processing time
+	index int   // the operator's position in the chain
 }
 
 // RecordProcessor is the head of a non-source task's chain: it decodes a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
@@ -108,6 +109,9 @@ type Task struct {
 
 	metrics    Metrics
 	finishedCh int // channels that delivered end of partition
+	valve      *eventtime.Valve // combines the input channels' watermarks (tasks with a gate)
+	out        outputTime       // watermark and status forwarded to the outputs
+	proc       procTimers       // processing-time callbacks requested by operators
 	inputEnded bool
 	ckpt       *checkpointer
 	asyncWG    sync.WaitGroup
@@ -153,7 +157,14 @@ func New(cfg Config) (*Task, error) {
 	}
 	t := &Task{cfg: cfg, log: cfg.Logger.With(zap.String("task", cfg.Name)), mail: newMailbox()}
 	t.metrics.Name = cfg.Name
+	t.out = outputTime{watermark: eventtime.MinWatermark}
+	t.proc = newProcTimers(len(cfg.Operators))
 	if cfg.Gate != nil {
+		v, err := eventtime.NewValve(cfg.Gate.NumChannels())
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", cfg.Name, err)
+		}
+		t.valve = v
 		t.deser = make([]*network.Deserializer, cfg.Gate.NumChannels())
 		for i := range t.deser {
 			t.deser[i] = network.NewDeserializer(cfg.Gate.Channel(i).Name(), cfg.MaxRecordSize)
@@ -372,7 +383,8 @@ func (t *Task) open() error {
 	for i, op := range t.cfg.Operators {
 		oc := &OperatorContext{TaskName: t.cfg.Name, Subtask: t.cfg.Key.Subtask, Parallelism: t.cfg.Parallelism,
 			MaxParallelism: t.cfg.MaxParallelism, KeyGroups: rng,
-			Keyed: t.states[i].keyed, OperatorState: t.states[i].operator}
+			Keyed: t.states[i].keyed, OperatorState: t.states[i].operator, t: t, index: i,
+			Logger: t.log, ExactlyOnce: t.ckpt != nil && t.ckpt.cfg.Mode == barrier.ExactlyOnce}
 		if r := t.cfg.Restore; r != nil {
 			oc.Restored, oc.RestoredID = true, r.ID
 		}
@@ -480,8 +492,8 @@ func (t *Task) flushOutputs() {
 func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure bool) error {
 	start := time.Now()
 	var timerC <-chan time.Time
-	if !t.flushDeadline.IsZero() {
-		t.timer.Reset(max(t.flushDeadline.Sub(start), 0))
+	if deadline := t.nextDeadline(); !deadline.IsZero() {
+		t.timer.Reset(max(deadline.Sub(start), 0))
 		timerC = t.timer.C
 	}
 	var err error
@@ -506,8 +518,33 @@ func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure boo
 	} else {
 		t.metrics.Idle += now.Sub(start)
 	}
+	if err != nil {
+		return err
+	}
+	return t.tick(now)
+}
+
+// nextDeadline is when the task must wake up by itself: the earlier of the
+// flush deadline and the next processing-time callback (zero: none).
+func (t *Task) nextDeadline() time.Time {
+	d := t.flushDeadline
+	if t.proc.next != noTime {
+		p := time.UnixMilli(t.proc.next)
+		if d.IsZero() || p.Before(d) {
+			d = p
+		}
+	}
+	return d
+}
+
+// tick does what is due at now: flushing outputs and processing-time
+// callbacks. The loops call it once per buffer or source batch.
+func (t *Task) tick(now time.Time) error {
 	t.maybeFlush(now)
-	return err
+	if t.proc.next != noTime && now.UnixMilli() >= t.proc.next {
+		return t.fireProcessingTime(now.UnixMilli())
+	}
+	return nil
 }
 
 // outputsBlocked returns a channel to wait on when some output has no free
@@ -549,11 +586,17 @@ func (t *Task) runSource(ctx context.Context) error {
 					return err
 				}
 			case EndOfInput:
-				return t.runMails()
+				if err := t.runMails(); err != nil {
+					return err
+				}
+				// Every event-time window and timer downstream fires.
+				return t.emitWatermarkFrom(0, eventtime.MaxWatermark)
 			}
 			break
 		}
-		t.maybeFlush(time.Now())
+		if err := t.tick(time.Now()); err != nil {
+			return err
+		}
 	}
 }
 
@@ -615,7 +658,9 @@ func (t *Task) runInput(ctx context.Context) error {
 			}
 		}
 		t.metrics.RecordsIn += n
-		t.maybeFlush(time.Now())
+		if err := t.tick(time.Now()); err != nil {
+			return err
+		}
 	}
 	return t.runMails()
 }
@@ -652,8 +697,13 @@ func (t *Task) handleEvent(ch int, b *buffer.Buffer) error {
 			t.ckpt.handler.ProcessCancel(barrier.ChannelIndex(ch), ev.cancelID)
 			return t.ckpt.err()
 		}
-	case evEndOfData, evWatermark:
-		// No event time yet: nothing to do.
+	case evWatermark:
+		if wm, ok := t.valve.InputWatermark(eventtime.ChannelIndex(ch), ev.watermark); ok {
+			return t.emitWatermarkFrom(0, wm)
+		}
+	case evWatermarkStatus:
+		return t.applyEmission(t.valve.InputStatus(eventtime.ChannelIndex(ch), ev.status))
+	case evEndOfData:
 	}
 	return nil
 }

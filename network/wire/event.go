@@ -27,6 +27,15 @@ const (
 	// EventAnnouncement announces an event (an aligned barrier) queued
 	// behind data, under the sequence number it was sent with.
 	EventAnnouncement EventKind = 6
+	// EventWatermarkStatus says whether the producer's watermarks are
+	// active or idle.
+	EventWatermarkStatus EventKind = 7
+)
+
+// Watermark statuses of an EventWatermarkStatus.
+const (
+	StatusActive uint8 = 0
+	StatusIdle   uint8 = 1
 )
 
 func (k EventKind) String() string {
@@ -43,6 +52,8 @@ func (k EventKind) String() string {
 		return "watermark"
 	case EventAnnouncement:
 		return "announcement"
+	case EventWatermarkStatus:
+		return "watermark-status"
 	}
 	return fmt.Sprintf("EventKind(%d)", uint8(k))
 }
@@ -57,6 +68,9 @@ type Event struct {
 	CancelID barrier.CheckpointID
 	// Watermark is the timestamp of an EventWatermark.
 	Watermark int64
+	// Status is the StatusActive or StatusIdle of an
+	// EventWatermarkStatus.
+	Status uint8
 	// AnnouncedSeq and Announced are the sequence number and the event an
 	// EventAnnouncement announces; Announced is never itself an
 	// announcement.
@@ -69,6 +83,7 @@ const (
 	barrierEventSize   = 1 + 8 + 8 + 1 + 1 + 8
 	cancelEventSize    = 1 + 8
 	watermarkEventSize = 1 + 8
+	statusEventSize    = 1 + 1
 	emptyEventSize     = 1
 	announcementHeader = 1 + 4
 	maxTimeoutMillis   = math.MaxInt64 / int64(time.Millisecond)
@@ -99,6 +114,11 @@ func AppendEvent(dst []byte, e Event) []byte {
 	case EventWatermark:
 		dst = append(dst, byte(EventWatermark))
 		return binary.BigEndian.AppendUint64(dst, uint64(e.Watermark))
+	case EventWatermarkStatus:
+		if e.Status > StatusIdle {
+			panic(fmt.Sprintf("wire: cannot encode watermark status %d", e.Status))
+		}
+		return append(dst, byte(EventWatermarkStatus), e.Status)
 	case EventAnnouncement:
 		if e.Announced == nil || e.Announced.Kind == EventAnnouncement {
 			panic("wire: an announcement must announce a non-announcement event")
@@ -112,7 +132,7 @@ func AppendEvent(dst []byte, e Event) []byte {
 
 // DecodeEvent decodes an event payload. It returns a *ProtocolError if p is
 // shorter or longer than its kind defines, names an unknown kind, barrier
-// type or alignment, has checkpoint id 0, an alignment timeout beyond
+// type, alignment or watermark status, has checkpoint id 0, an alignment timeout beyond
 // time.Duration's range, or announces an announcement.
 func DecodeEvent(p []byte) (Event, error) {
 	e, n, err := decodeEvent(p, false)
@@ -183,6 +203,15 @@ func decodeEvent(p []byte, nested bool) (Event, int, error) {
 		}
 		e.Watermark = int64(binary.BigEndian.Uint64(p[1:]))
 		return e, watermarkEventSize, nil
+	case EventWatermarkStatus:
+		if err := need(statusEventSize); err != nil {
+			return Event{}, 0, err
+		}
+		e.Status = p[1]
+		if e.Status > StatusIdle {
+			return Event{}, 0, eventErr("watermark status %d", p[1])
+		}
+		return e, statusEventSize, nil
 	case EventAnnouncement:
 		if nested {
 			return Event{}, 0, eventErr("announcement of an announcement")

@@ -22,6 +22,8 @@ func sampleEvents() []Event {
 		{Kind: EventEndOfPartition},
 		{Kind: EventEndOfData},
 		{Kind: EventWatermark, Watermark: -5},
+		{Kind: EventWatermarkStatus, Status: StatusIdle},
+		{Kind: EventWatermarkStatus, Status: StatusActive},
 		{Kind: EventAnnouncement, AnnouncedSeq: 17, Announced: &aligned},
 		{Kind: EventAnnouncement, AnnouncedSeq: 1<<32 - 1, Announced: &Event{Kind: EventWatermark, Watermark: 9}},
 	}
@@ -45,6 +47,7 @@ func TestEventBytes(t *testing.T) {
 	want := []byte{1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 1, 2, 0, 0, 0, 0, 0, 0, 0x05, 0xdc}
 	require.Equal(t, want, p)
 	require.Equal(t, []byte{6, 0, 0, 0, 9, 3}, AppendEvent(nil, Event{Kind: EventAnnouncement, AnnouncedSeq: 9, Announced: &Event{Kind: EventEndOfPartition}}))
+	require.Equal(t, []byte{7, 1}, AppendEvent(nil, Event{Kind: EventWatermarkStatus, Status: StatusIdle}))
 }
 
 func TestEventFaults(t *testing.T) {
@@ -63,7 +66,10 @@ func TestEventFaults(t *testing.T) {
 	}{
 		{"empty", nil, "empty payload"},
 		{"unknown-kind-0", []byte{0}, "unknown kind 0"},
-		{"unknown-kind-7", []byte{7}, "unknown kind 7"},
+		{"unknown-kind-8", []byte{8}, "unknown kind 8"},
+		{"status-short", []byte{7}, "want 2"},
+		{"status-long", []byte{7, 0, 0}, "want 2"},
+		{"status-unknown", []byte{7, 2}, "watermark status 2"},
 		{"barrier-short", good[:len(good)-1], "payload of 26 bytes, want 27"},
 		{"barrier-long", append(append([]byte(nil), good...), 0), "payload of 28 bytes, want 27"},
 		{"barrier-id-0", withByte(good, 8, 0), "checkpoint id 0"},
@@ -108,10 +114,10 @@ func TestDataTypeForEvent(t *testing.T) {
 	require.Equal(t, DataAlignedBarrier, DataTypeForEvent(ev[0]))
 	require.Equal(t, DataPrioritizedEvent, DataTypeForEvent(ev[1]))
 	require.Equal(t, DataTimeoutableAlignedBarrier, DataTypeForEvent(ev[2]))
-	for _, e := range ev[3:7] {
+	for _, e := range ev[3:9] {
 		require.Equal(t, DataEvent, DataTypeForEvent(e), e.Kind.String())
 	}
-	require.Equal(t, DataPrioritizedEvent, DataTypeForEvent(ev[7]))
+	require.Equal(t, DataPrioritizedEvent, DataTypeForEvent(ev[9]))
 	require.True(t, DataTypeForEvent(ev[0]).BlocksUpstream())
 	require.True(t, DataTypeForEvent(ev[2]).BlocksUpstream())
 	require.False(t, DataTypeForEvent(ev[1]).BlocksUpstream())
