@@ -108,7 +108,7 @@ type Task struct {
 	flushDeadline time.Time
 
 	metrics    Metrics
-	finishedCh int // channels that delivered end of partition
+	finishedCh int              // channels that delivered end of partition
 	valve      *eventtime.Valve // combines the input channels' watermarks (tasks with a gate)
 	out        outputTime       // watermark and status forwarded to the outputs
 	proc       procTimers       // processing-time callbacks requested by operators
