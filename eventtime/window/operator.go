@@ -359,12 +359,22 @@ type core struct {
 	mergeBuf []byte
 	sessBuf  []byte
 	dirty    bool // sessions changed since loadSessions
+
+	// registered is the latest timer registered for the current record
+	// key, valid until a timer is deleted or the key changes: a trigger
+	// and the cleanup often register the same timer for one element.
+	registered struct {
+		valid, event bool
+		w            Window
+		t            int64
+	}
 }
 
 func (c *core) setKey(key []byte, kg int) {
 	c.key = append(c.key[:0], key...)
 	c.kg = kg
 	c.cur = keyUnset
+	c.registered.valid = false
 }
 
 // useKey makes the record key the backend's current key.
@@ -409,24 +419,39 @@ func (c *core) putInt(id stateID, v int64) error {
 }
 
 func (c *core) registerEventTimer(w Window, t int64) error {
-	c.useKey()
-	c.nsbuf = appendWindow(c.nsbuf[:0], w)
-	return c.timers.RegisterEventTimeTimer(t, c.nsbuf)
+	return c.register(true, w, t)
 }
 
 func (c *core) registerProcessingTimer(w Window, t int64) error {
+	return c.register(false, w, t)
+}
+
+func (c *core) register(event bool, w Window, t int64) error {
+	r := &c.registered
+	if r.valid && r.event == event && r.w == w && r.t == t {
+		return nil
+	}
 	c.useKey()
 	c.nsbuf = appendWindow(c.nsbuf[:0], w)
-	return c.timers.RegisterProcessingTimeTimer(t, c.nsbuf)
+	var err error
+	if event {
+		err = c.timers.RegisterEventTimeTimer(t, c.nsbuf)
+	} else {
+		err = c.timers.RegisterProcessingTimeTimer(t, c.nsbuf)
+	}
+	r.valid, r.event, r.w, r.t = err == nil, event, w, t
+	return err
 }
 
 func (c *core) deleteEventTimer(w Window, t int64) error {
+	c.registered.valid = false
 	c.useKey()
 	c.nsbuf = appendWindow(c.nsbuf[:0], w)
 	return c.timers.DeleteEventTimeTimer(t, c.nsbuf)
 }
 
 func (c *core) deleteProcessingTimer(w Window, t int64) error {
+	c.registered.valid = false
 	c.useKey()
 	c.nsbuf = appendWindow(c.nsbuf[:0], w)
 	return c.timers.DeleteProcessingTimeTimer(t, c.nsbuf)
@@ -494,8 +519,7 @@ func (c *core) clearContents(w Window) error {
 
 // onTimer runs the timer t of the record key t.Key for its window.
 func (c *core) onTimer(t eventtime.Timer, event bool) error {
-	c.key = append(c.key[:0], t.Key...)
-	c.kg = t.KeyGroup
+	c.setKey(t.Key, t.KeyGroup)
 	c.cur = keyRecord // the timer service set it
 	w, err := decodeWindow(t.Namespace)
 	if err != nil {
