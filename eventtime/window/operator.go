@@ -41,10 +41,11 @@ type Config struct {
 	// behind the watermark by more than the lateness) to Output.Late;
 	// otherwise they are dropped and counted (LateRecordsDropped).
 	SideOutputLateData bool
-	// Clock returns the current processing time (ms). Processing-time
-	// windows need it: an element is assigned by the time it arrives.
-	// Without it the processing time is that of the latest
-	// AdvanceProcessingTime.
+	// Clock returns the current processing time (ms), the clock the
+	// driver advances processing time with. Processing-time windows need
+	// it: an element is assigned by the time it arrives. (Otherwise only a
+	// processing-time trigger on merging windows reads the clock; without
+	// Clock it reads the time of the latest AdvanceProcessingTime.)
 	Clock func() int64
 	// Name tells apart the states of several window operators sharing one
 	// keyed backend; "" means "window". It must not contain '/'.
@@ -81,8 +82,9 @@ func (c Config) Validate() error {
 }
 
 // Output receives what an Operator emits. Its methods are called from the
-// Operator's methods, on the caller's goroutine; key is valid only during
-// the call.
+// Operator's methods, on the caller's goroutine, and must not call back
+// into the Operator; key is valid only during the call. An error stops
+// the Operator's method and is returned by it.
 type Output[IN, OUT any] interface {
 	// Emit receives one result of key's window w. Its timestamp is
 	// w.MaxTimestamp().
@@ -291,9 +293,6 @@ func (op *Operator[IN, OUT]) CurrentWatermark() int64 { return op.c.timers.Curre
 // numLateRecordsDropped): those that would have gone to Output.Late with
 // Config.SideOutputLateData.
 func (op *Operator[IN, OUT]) LateRecordsDropped() int64 { return op.c.dropped }
-
-// Timers returns the operator's timer service (for inspection).
-func (op *Operator[IN, OUT]) Timers() *eventtime.TimerService { return op.c.timers }
 
 // emitContents implements windowStore.
 func (op *Operator[IN, OUT]) emitContents(raw []byte, w Window) error {
