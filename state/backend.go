@@ -110,6 +110,13 @@ type KeyedBackend interface {
 	// state, in no particular order, until fn returns false. fn must not
 	// modify the backend.
 	Iterate(s StateID, fn func(userKey, value []byte) bool) error
+	// Entries calls fn for every entry of s across all keys and key groups
+	// of KeyGroupRange, until fn returns false: for a map state once per
+	// user entry, for other kinds once per key (userKey nil). The order is
+	// unspecified. It neither needs nor changes the current key. fn must not
+	// modify the backend; the slices it gets are valid only during the call.
+	// Timer services use it to rebuild their in-memory queues after Restore.
+	Entries(s StateID, fn func(key []byte, keyGroup int, userKey, value []byte) bool) error
 
 	// Snapshot runs the synchronous part of a snapshot for checkpoint id on
 	// the task goroutine and returns the asynchronous part, which writes the

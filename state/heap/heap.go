@@ -367,6 +367,34 @@ func (b *Backend) Iterate(s state.StateID, fn func(userKey, value []byte) bool) 
 	return nil
 }
 
+// Entries implements state.KeyedBackend.
+func (b *Backend) Entries(s state.StateID, fn func(key []byte, keyGroup int, userKey, value []byte) bool) error {
+	if int(s) >= len(b.states) {
+		return fmt.Errorf("heap: unknown state id %d", s)
+	}
+	st := b.states[s]
+	var kb, ukb []byte
+	for j := range st.groups {
+		g := b.rng.Start + j
+		for k, e := range st.groups[j].m {
+			kb = append(kb[:0], k...)
+			if st.meta.Kind != state.KindMap {
+				if !fn(kb, g, nil, e.value) {
+					return nil
+				}
+				continue
+			}
+			for uk, uv := range e.sub {
+				ukb = append(ukb[:0], uk...)
+				if !fn(kb, g, ukb, uv) {
+					return nil
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // NumEntries returns the number of keys with state s (all key groups).
 func (b *Backend) NumEntries(s state.StateID) int {
 	if int(s) >= len(b.states) {

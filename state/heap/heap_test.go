@@ -532,3 +532,87 @@ func BenchmarkSnapshot1MKeys(b *testing.B) {
 	b.ReportMetric(float64(sync.Microseconds())/1000/float64(b.N), "sync-ms")
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "total-ms")
 }
+
+// Entries enumerates one state across every key and key group the backend
+// serves (map states per user entry), leaves the current key alone, stops
+// when told, and after a rescaled restore sees just the groups now owned.
+func TestEntries(t *testing.T) {
+	const maxPar, n = 16, 300
+	b := newBackend(t, Config{MaxParallelism: maxPar})
+	vs, err := state.GetValueState(b, sumDesc)
+	require.NoError(t, err)
+	ls, err := state.GetListState(b, state.ListDescriptor[int64]{Name: "l", Codec: int64Codec{}})
+	require.NoError(t, err)
+	ms, err := state.GetMapState(b, state.MapDescriptor[string, int64]{Name: "m", KeyCodec: stringCodec{}, ValueCodec: int64Codec{}})
+	require.NoError(t, err)
+	type rec struct {
+		key   int
+		group int
+		uk    string
+		v     int64
+	}
+	wantV, wantM := map[rec]bool{}, map[rec]bool{}
+	for i := range n {
+		setKey(b, i)
+		g := groupOf(keyBytes(i), maxPar)
+		require.NoError(t, vs.Update(int64(i)))
+		wantV[rec{i, g, "", int64(i)}] = true
+		require.NoError(t, ls.Add(int64(i)))
+		for j := range i % 3 {
+			require.NoError(t, ms.Put(fmt.Sprint("u", j), int64(i*10+j)))
+			wantM[rec{i, g, fmt.Sprint("u", j), int64(i*10 + j)}] = true
+		}
+	}
+	setKey(b, 7)
+	collect := func(b *Backend, name string, kind state.Kind) map[rec]bool {
+		id, err := b.Register(name, kind)
+		require.NoError(t, err)
+		got := map[rec]bool{}
+		require.NoError(t, b.Entries(id, func(key []byte, g int, uk, v []byte) bool {
+			k := int(binary.BigEndian.Uint64(key))
+			require.Equal(t, groupOf(key, maxPar), g)
+			r := rec{key: k, group: g}
+			if kind == state.KindMap {
+				r.uk = string(uk)
+			} else {
+				require.Nil(t, uk)
+			}
+			if kind != state.KindList {
+				r.v, _ = int64Codec{}.Decode(v)
+			}
+			require.False(t, got[r], "entry %v twice", r)
+			got[r] = true
+			return true
+		}))
+		return got
+	}
+	require.Equal(t, wantV, collect(b, "sum", state.KindValue))
+	require.Equal(t, wantM, collect(b, "m", state.KindMap))
+	require.Len(t, collect(b, "l", state.KindList), n)
+	key, g := b.CurrentKey()
+	require.Equal(t, keyBytes(7), key)
+	require.Equal(t, groupOf(keyBytes(7), maxPar), g)
+
+	calls := 0
+	require.NoError(t, b.Entries(0, func([]byte, int, []byte, []byte) bool { calls++; return calls < 5 }))
+	require.Equal(t, 5, calls, "stops when fn returns false")
+	require.Error(t, b.Entries(99, func([]byte, int, []byte, []byte) bool { return true }))
+
+	// A snapshot restored into two subtasks: each sees its own groups only,
+	// together everything once.
+	stor := state.NewMemoryStorage()
+	run, err := b.Snapshot(1, stor)
+	require.NoError(t, err)
+	h, err := run(context.Background())
+	require.NoError(t, err)
+	union := map[rec]bool{}
+	for i := range 2 {
+		r := newBackend(t, Config{MaxParallelism: maxPar, Parallelism: 2, Index: i})
+		require.NoError(t, r.Restore([]state.KeyedStateHandle{*h}, stor))
+		for e := range collect(r, "m", state.KindMap) {
+			require.True(t, r.KeyGroupRange().Contains(e.group))
+			union[e] = true
+		}
+	}
+	require.Equal(t, wantM, union)
+}

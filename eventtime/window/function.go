@@ -1,0 +1,239 @@
+package window
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/state"
+)
+
+// Function is a window function: how a window keeps its elements and what
+// a firing emits. Build one with Reduce, Aggregate or Process; the zero
+// Function is invalid.
+type Function[IN, OUT any] struct {
+	name  string
+	build func() (windowFunc[IN, OUT], error)
+}
+
+// windowFunc is one operator's instance of a Function. Its methods run
+// with the backend's current key set to the window's key.
+type windowFunc[IN, OUT any] interface {
+	// kind is the kind of the contents state.
+	kind() state.Kind
+	// add adds v to the contents in state id.
+	add(b state.KeyedBackend, id state.StateID, v IN) error
+	// emit calls emit for the result(s) of the contents raw.
+	emit(raw []byte, key []byte, w Window, emit func(OUT) error) error
+	// merge appends to dst the contents combining parts, in order.
+	merge(dst []byte, parts [][]byte) ([]byte, error)
+	// canMerge reports an error if the function cannot merge contents.
+	canMerge() error
+}
+
+// Reduce keeps one value per window, folding each element into it with
+// reduce (incremental aggregation); a firing emits that value. c encodes
+// the value in state.
+func Reduce[T any](c codec.Codec[T], reduce func(acc, v T) T) Function[T, T] {
+	return Function[T, T]{name: "reduce", build: func() (windowFunc[T, T], error) {
+		if c == nil || reduce == nil {
+			return nil, errors.New("window: Reduce needs a codec and a reduce function")
+		}
+		return &reduceFunc[T]{c: c, reduce: reduce}, nil
+	}}
+}
+
+// AggregateFunction adds elements to an accumulator (Flink's
+// AggregateFunction): New creates an empty one, Add adds an element, Merge
+// combines two (session windows merge their accumulators; it may be nil
+// for other windows), Result turns it into the window's result. Codec
+// encodes accumulators in state.
+type AggregateFunction[IN, ACC, OUT any] struct {
+	Codec  codec.Codec[ACC]
+	New    func() ACC
+	Add    func(acc ACC, v IN) ACC
+	Merge  func(a, b ACC) ACC
+	Result func(acc ACC) OUT
+}
+
+// Aggregate keeps one accumulator per window (incremental aggregation); a
+// firing emits f.Result of it.
+func Aggregate[IN, ACC, OUT any](f AggregateFunction[IN, ACC, OUT]) Function[IN, OUT] {
+	return Function[IN, OUT]{name: "aggregate", build: func() (windowFunc[IN, OUT], error) {
+		if f.Codec == nil || f.New == nil || f.Add == nil || f.Result == nil {
+			return nil, errors.New("window: Aggregate needs Codec, New, Add and Result")
+		}
+		return &aggregateFunc[IN, ACC, OUT]{f: f}, nil
+	}}
+}
+
+// ProcessFunc computes the results of one firing of key's window w from
+// all its elements, in the order they were added (after a session merge:
+// the merged sessions' elements by ascending session start). It emits any
+// number of results through emit. elems is valid only during the call.
+type ProcessFunc[IN, OUT any] func(key []byte, w Window, elems []IN, emit func(OUT) error) error
+
+// Process keeps every element of a window (c encodes them in state) and
+// hands them all to fn at each firing (Flink's ProcessWindowFunction).
+func Process[IN, OUT any](c codec.Codec[IN], fn ProcessFunc[IN, OUT]) Function[IN, OUT] {
+	return Function[IN, OUT]{name: "process", build: func() (windowFunc[IN, OUT], error) {
+		if c == nil || fn == nil {
+			return nil, errors.New("window: Process needs a codec and a function")
+		}
+		return &processFunc[IN, OUT]{c: c, fn: fn}, nil
+	}}
+}
+
+type reduceFunc[T any] struct {
+	c      codec.Codec[T]
+	reduce func(acc, v T) T
+	buf    []byte
+}
+
+func (f *reduceFunc[T]) kind() state.Kind { return state.KindValue }
+func (f *reduceFunc[T]) canMerge() error  { return nil }
+
+func (f *reduceFunc[T]) add(b state.KeyedBackend, id state.StateID, v T) error {
+	raw, ok, err := b.Get(id, nil)
+	if err != nil {
+		return err
+	}
+	if ok {
+		acc, err := f.c.Decode(raw)
+		if err != nil {
+			return err
+		}
+		v = f.reduce(acc, v)
+	}
+	f.buf = f.c.Append(f.buf[:0], v)
+	return b.Put(id, nil, f.buf)
+}
+
+func (f *reduceFunc[T]) emit(raw []byte, _ []byte, _ Window, emit func(T) error) error {
+	v, err := f.c.Decode(raw)
+	if err != nil {
+		return err
+	}
+	return emit(v)
+}
+
+func (f *reduceFunc[T]) merge(dst []byte, parts [][]byte) ([]byte, error) {
+	var acc T
+	for i, p := range parts {
+		v, err := f.c.Decode(p)
+		if err != nil {
+			return dst, err
+		}
+		if i == 0 {
+			acc = v
+		} else {
+			acc = f.reduce(acc, v)
+		}
+	}
+	return f.c.Append(dst, acc), nil
+}
+
+type aggregateFunc[IN, ACC, OUT any] struct {
+	f   AggregateFunction[IN, ACC, OUT]
+	buf []byte
+}
+
+func (f *aggregateFunc[IN, ACC, OUT]) kind() state.Kind { return state.KindValue }
+
+func (f *aggregateFunc[IN, ACC, OUT]) canMerge() error {
+	if f.f.Merge == nil {
+		return errors.New("window: session windows need AggregateFunction.Merge")
+	}
+	return nil
+}
+
+func (f *aggregateFunc[IN, ACC, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) error {
+	raw, ok, err := b.Get(id, nil)
+	if err != nil {
+		return err
+	}
+	var acc ACC
+	if ok {
+		if acc, err = f.f.Codec.Decode(raw); err != nil {
+			return err
+		}
+	} else {
+		acc = f.f.New()
+	}
+	f.buf = f.f.Codec.Append(f.buf[:0], f.f.Add(acc, v))
+	return b.Put(id, nil, f.buf)
+}
+
+func (f *aggregateFunc[IN, ACC, OUT]) emit(raw []byte, _ []byte, _ Window, emit func(OUT) error) error {
+	acc, err := f.f.Codec.Decode(raw)
+	if err != nil {
+		return err
+	}
+	return emit(f.f.Result(acc))
+}
+
+func (f *aggregateFunc[IN, ACC, OUT]) merge(dst []byte, parts [][]byte) ([]byte, error) {
+	var acc ACC
+	for i, p := range parts {
+		a, err := f.f.Codec.Decode(p)
+		if err != nil {
+			return dst, err
+		}
+		if i == 0 {
+			acc = a
+		} else {
+			acc = f.f.Merge(acc, a)
+		}
+	}
+	return f.f.Codec.Append(dst, acc), nil
+}
+
+// processFunc keeps the elements as a list state: each element is
+// uvarint(len) | encoding, appended.
+type processFunc[IN, OUT any] struct {
+	c     codec.Codec[IN]
+	fn    ProcessFunc[IN, OUT]
+	buf   []byte
+	elems []IN
+}
+
+func (f *processFunc[IN, OUT]) kind() state.Kind { return state.KindList }
+func (f *processFunc[IN, OUT]) canMerge() error  { return nil }
+
+func (f *processFunc[IN, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) error {
+	f.buf = f.c.Append(f.buf[:0], v)
+	// Frame it: the length goes first, so encode the element, then write
+	// uvarint(len) | element in one Append.
+	n := len(f.buf)
+	var hdr [binary.MaxVarintLen64]byte
+	h := binary.PutUvarint(hdr[:], uint64(n))
+	f.buf = append(f.buf, hdr[:h]...)
+	f.buf = append(f.buf, f.buf[:n]...)
+	return b.Append(id, f.buf[n:])
+}
+
+func (f *processFunc[IN, OUT]) emit(raw []byte, key []byte, w Window, emit func(OUT) error) error {
+	clear(f.elems)
+	f.elems = f.elems[:0]
+	for len(raw) > 0 {
+		n, k := binary.Uvarint(raw)
+		if k <= 0 || uint64(len(raw)-k) < n {
+			return fmt.Errorf("%w: bad window element framing", state.ErrCorruptState)
+		}
+		v, err := f.c.Decode(raw[k : k+int(n)])
+		if err != nil {
+			return err
+		}
+		f.elems = append(f.elems, v)
+		raw = raw[k+int(n):]
+	}
+	return f.fn(key, w, f.elems, emit)
+}
+
+func (f *processFunc[IN, OUT]) merge(dst []byte, parts [][]byte) ([]byte, error) {
+	for _, p := range parts {
+		dst = append(dst, p...)
+	}
+	return dst, nil
+}
