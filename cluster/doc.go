@@ -17,7 +17,10 @@
 // # Liveness
 //
 // Both ends send a Heartbeat every HeartbeatInterval and watch the other:
-// a peer silent for HeartbeatTimeout, or a broken stream, is lost. The
+// a peer silent for longer than HeartbeatTimeout (looked at every
+// HeartbeatInterval, so noticed up to one interval later), or a broken
+// stream, is lost. Any message counts, when it arrives, not when the
+// handler gets to it. The
 // coordinator then reports Handler.WorkerLost and ends the stream; the
 // worker's RunWorker returns an error wrapping ErrCoordinatorLost. A lost
 // session is not resumed: the worker may register again (same ID), and
