@@ -210,7 +210,12 @@ func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
 		a.taskEnded(m.TaskStatus)
 	case m.Ack != nil && m.Ack.Attempt == a.n:
 		r := m.Ack
-		j.ck.coord.Acknowledge(r.Task, r.ID, r.Snapshot, r.Metrics)
+		snap, err := state.DecodeTaskSnapshot(r.Snapshot)
+		if err != nil {
+			j.ck.coord.Decline(r.Task, r.ID, barrier.Decline(barrier.DeclineSnapshotFailed, err))
+			return
+		}
+		j.ck.coord.Acknowledge(r.Task, r.ID, snap, r.Metrics.ToCoordinator())
 	case m.Decline != nil && m.Decline.Attempt == a.n:
 		r := m.Decline
 		var reason error = errors.New(r.Reason)
@@ -321,7 +326,7 @@ func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
 	if _, dup := a.ended[s.Task]; !dup {
 		a.ended[s.Task] = err
 		if s.Metrics != nil {
-			a.stats[s.Task] = *s.Metrics
+			a.stats[s.Task] = s.Metrics.ToTask()
 		}
 	}
 	a.mu.Unlock()
@@ -750,7 +755,7 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 		defer close(a.done)
 		defer cancel(nil)
 		_ = runAttemptHook(actx, dep, func(k state.TaskKey, err error) {
-			m := a.byKey[k].Metrics()
+			m := cluster.TaskMetricsFrom(a.byKey[k].Metrics())
 			s := &cluster.TaskStatus{Attempt: d.Attempt, Task: k, State: cluster.Finished, Metrics: &m}
 			switch {
 			case err == nil:
@@ -772,8 +777,8 @@ type workerResponder struct {
 }
 
 func (r *workerResponder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m task.CheckpointMetrics) {
-	r.w.send(context.Background(), cluster.WorkerMessage{Ack: &cluster.Ack{Attempt: r.n, Task: k, ID: id, Snapshot: snap,
-		Metrics: checkpointMetrics(m)}})
+	r.w.send(context.Background(), cluster.WorkerMessage{Ack: &cluster.Ack{Attempt: r.n, Task: k, ID: id,
+		Snapshot: state.EncodeTaskSnapshot(snap), Metrics: cluster.CheckpointMetricsFrom(checkpointMetrics(m))}})
 }
 
 func (r *workerResponder) Running(k state.TaskKey) {

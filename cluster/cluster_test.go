@@ -58,24 +58,28 @@ func sampleAck() WorkerMessage {
 		Attempt:  3,
 		Task:     state.TaskKey{Vertex: "window", Subtask: 2},
 		ID:       7,
-		Snapshot: sampleSnapshot(),
-		Metrics: coordinator.TaskCheckpointMetrics{
+		Snapshot: state.EncodeTaskSnapshot(sampleSnapshot()),
+		Metrics: CheckpointMetricsFrom(coordinator.TaskCheckpointMetrics{
 			AlignmentDuration: 3 * time.Millisecond, StartDelay: time.Nanosecond,
 			SyncDuration: time.Second, AsyncDuration: time.Hour, StateSize: 1<<40 + 99 + 8,
 			BytesProcessedDuringAlignment: 12345,
-		},
+		}),
 	}}
 }
 
-func TestCodecRoundTripsAckExactly(t *testing.T) {
-	for name, m := range map[string]WorkerMessage{
-		"full":          sampleAck(),
-		"nil operators": {Ack: &Ack{Task: state.TaskKey{Vertex: "v"}, ID: 1}},
-		"decline": {Decline: &Decline{Attempt: 2, Task: state.TaskKey{Vertex: "v", Subtask: 1}, ID: 9,
-			Kind: barrier.DeclineTaskNotReady, Reason: "not yet"}},
-		"empty operators": {Ack: &Ack{Task: state.TaskKey{Vertex: "v"}, ID: 1,
-			Snapshot: state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{}}}},
-	} {
+// TestCodecRoundTripsExactly: every message, with every field set (and a
+// few with nil and empty parts), decodes to what was encoded.
+func TestCodecRoundTripsExactly(t *testing.T) {
+	ms := map[string]WorkerMessage{
+		"full ack":   sampleAck(),
+		"nil ack":    {Ack: &Ack{Task: state.TaskKey{Vertex: "v"}, ID: 1}},
+		"empty ack":  {Ack: &Ack{Task: state.TaskKey{Vertex: "v"}, ID: 1, Snapshot: []byte{}}},
+		"no metrics": {TaskStatus: &TaskStatus{Attempt: 1, Task: state.TaskKey{Vertex: "v"}, State: Running}},
+	}
+	for _, s := range workerSamples() {
+		ms[s.name] = s.m
+	}
+	for name, m := range ms {
 		t.Run(name, func(t *testing.T) {
 			b, err := jsonCodec{}.Marshal(&m)
 			require.NoError(t, err)
@@ -84,6 +88,25 @@ func TestCodecRoundTripsAckExactly(t *testing.T) {
 			require.Equal(t, m, got) // reflect.DeepEqual: nil and empty differ
 		})
 	}
+	for _, s := range coordinatorSamples() {
+		t.Run(s.name, func(t *testing.T) {
+			b, err := jsonCodec{}.Marshal(&s.m)
+			require.NoError(t, err)
+			var got CoordinatorMessage
+			require.NoError(t, jsonCodec{}.Unmarshal(b, &got))
+			require.Equal(t, s.m, got)
+		})
+	}
+}
+
+// TestAckCarriesTheSnapshot: what the worker encodes into an Ack, the
+// coordinator decodes, up to the format's nil-or-empty rules.
+func TestAckCarriesTheSnapshot(t *testing.T) {
+	got, err := state.DecodeTaskSnapshot(sampleAck().Ack.Snapshot)
+	require.NoError(t, err)
+	want := sampleSnapshot()
+	want.Operators["window-1"].Operator.States["union"] = state.OperatorStateMeta{Distribution: state.UnionDistribute}
+	require.Equal(t, want, got)
 }
 
 func TestCodecRejectsGarbage(t *testing.T) {
