@@ -17,9 +17,9 @@ const codecName = "weir-json"
 // rather than registered globally, so importing the package changes no
 // process-wide gRPC state. Decoding is strict: unknown fields are an error.
 //
-// JSON keeps everything a TaskSnapshot holds: int64 offsets decode exactly
-// (encoding/json parses into the target integer type, not through
-// float64), and nil slices and maps stay distinct from empty ones.
+// JSON keeps every value exactly: int64s decode exactly (encoding/json
+// parses into the target integer type, not through float64), byte slices
+// travel as base64, and nil slices and maps stay distinct from empty ones.
 type jsonCodec struct{}
 
 func (jsonCodec) Name() string { return codecName }

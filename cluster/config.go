@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"go.uber.org/zap"
@@ -98,6 +100,11 @@ type WorkerConfig struct {
 	QueueSize int
 	// Logger receives connection events (nil: no logging).
 	Logger *zap.Logger
+
+	// dial, if set, opens the connection to Coordinator instead of TCP: the
+	// tests' seam for an in-memory network, on which a whole session runs
+	// inside a testing/synctest bubble.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 func (c *WorkerConfig) ensureDefaults() {

@@ -11,13 +11,24 @@
 // There is no protoc: the service descriptor is written by hand and the
 // messages are plain Go structs, encoded as JSON by a codec forced on both
 // ends ("weir-json"), so the package changes no global gRPC registry.
+// The messages are the control plane's own, with explicit JSON names:
+// metrics travel as TaskMetrics and CheckpointMetrics (durations in integer
+// nanoseconds; TaskMetricsFrom, ToTask, CheckpointMetricsFrom and
+// ToCoordinator convert), a task's snapshot as the bytes of the state
+// package's versioned codec (state.EncodeTaskSnapshot), a checkpoint to
+// restore as state.EncodeMetadata. The JSON of every message is pinned by
+// a test (state.TaskKey and barrier.Barrier still travel as they are; the
+// pinned JSON guards them too).
 // Each message sets exactly one field; a stream that sends anything else,
 // or anything before Register, ends with codes.InvalidArgument.
 //
 // # Liveness
 //
 // Both ends send a Heartbeat every HeartbeatInterval and watch the other:
-// a peer silent for HeartbeatTimeout, or a broken stream, is lost. The
+// a peer silent for longer than HeartbeatTimeout (looked at every
+// HeartbeatInterval, so noticed up to one interval later), or a broken
+// stream, is lost. Any message counts, when it arrives, not when the
+// handler gets to it. The
 // coordinator then reports Handler.WorkerLost and ends the stream; the
 // worker's RunWorker returns an error wrapping ErrCoordinatorLost. A lost
 // session is not resumed: the worker may register again (same ID), and

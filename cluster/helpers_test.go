@@ -3,8 +3,11 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,17 +15,27 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/test/bufconn"
 )
 
+// Most tests here run inside a testing/synctest bubble, over an in-memory
+// network (listen, memDial): time is virtual, it moves only while every
+// goroutine of the test waits, so heartbeats are never late, timeouts fire
+// exactly when due, and timing can be asserted exactly. The few tests over
+// real loopback TCP (listenTCP) say so in their name and assert no timing.
+
 // waitLimit bounds every wait for an event in these tests; reaching it is
-// a failure, never the expected path.
+// a failure, never the expected path. In a bubble it is virtual time: a
+// deadlock detector.
 const waitLimit = 10 * time.Second
 
-// Heartbeats in tests: fast, with a timeout generous enough for -race on
-// a loaded machine.
+// Heartbeats in tests. In a bubble any values are exact; over TCP, tests
+// that do not test liveness use tcpTimeout so that a loaded machine never
+// loses a worker.
 const (
 	testInterval = 10 * time.Millisecond
 	testTimeout  = 400 * time.Millisecond
+	tcpTimeout   = time.Hour
 )
 
 func recv[T any](t *testing.T, ch <-chan T) T {
@@ -74,14 +87,56 @@ func (e *events) noneLost(t *testing.T) {
 	}
 }
 
+// memListeners holds the in-memory listeners by address, for memDial.
+var (
+	memListeners sync.Map // address → *memListener
+	memSeq       atomic.Int64
+)
+
+// listen returns an in-memory listener, reachable with memDial at its
+// Addr().String() until the test ends. Call it inside the test's bubble.
 func listen(t *testing.T) net.Listener {
+	t.Helper()
+	lis := &memListener{Listener: bufconn.Listen(1 << 20), addr: fmt.Sprintf("mem-%d", memSeq.Add(1))}
+	memListeners.Store(lis.addr, lis)
+	t.Cleanup(func() { memListeners.Delete(lis.addr) })
+	return lis
+}
+
+type memListener struct {
+	*bufconn.Listener
+	addr string
+}
+
+func (l *memListener) Addr() net.Addr { return memAddr(l.addr) }
+
+type memAddr string
+
+func (memAddr) Network() string  { return "mem" }
+func (a memAddr) String() string { return string(a) }
+
+// memDial connects to a listener of listen, or over TCP to any other
+// address.
+func memDial(ctx context.Context, addr string) (net.Conn, error) {
+	if l, ok := memListeners.Load(addr); ok {
+		return l.(*memListener).DialContext(ctx)
+	}
+	if strings.HasPrefix(addr, "mem-") {
+		return nil, fmt.Errorf("dial %s: nothing listens there", addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// listenTCP returns a loopback TCP listener, for the tests outside bubbles.
+func listenTCP(t *testing.T) net.Listener {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	return lis
 }
 
-// startServer serves on a loopback port until the test ends.
+// startServer serves on an in-memory listener (listen) until the test ends.
 func startServer(t *testing.T, cfg ServerConfig) (*Server, string, *events) {
 	t.Helper()
 	return startServerOn(t, cfg, listen(t))
@@ -89,12 +144,19 @@ func startServer(t *testing.T, cfg ServerConfig) (*Server, string, *events) {
 
 func startServerOn(t *testing.T, cfg ServerConfig, lis net.Listener) (*Server, string, *events) {
 	t.Helper()
+	ev := newEvents()
+	s, addr := startServerWith(t, cfg, lis, ev)
+	return s, addr, ev
+}
+
+// startServerWith serves on lis, reporting to h, until the test ends.
+func startServerWith(t *testing.T, cfg ServerConfig, lis net.Listener, h Handler) (*Server, string) {
+	t.Helper()
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = testInterval
 		cfg.HeartbeatTimeout = testTimeout
 	}
-	ev := newEvents()
-	s, err := NewServer(cfg, ev)
+	s, err := NewServer(cfg, h)
 	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(context.Background(), lis) }()
@@ -102,7 +164,7 @@ func startServerOn(t *testing.T, cfg ServerConfig, lis net.Listener) (*Server, s
 		require.NoError(t, s.Close())
 		require.NoError(t, recv(t, served))
 	})
-	return s, lis.Addr().String(), ev
+	return s, lis.Addr().String()
 }
 
 // worker is a WorkerHandler that records what it receives.
@@ -129,6 +191,7 @@ func workerConfig(addr, id string) WorkerConfig {
 		HeartbeatInterval: testInterval,
 		HeartbeatTimeout:  testTimeout,
 		DialTimeout:       2 * time.Second,
+		dial:              memDial,
 	}
 }
 
@@ -177,7 +240,8 @@ func (c rawCodec) Marshal(v any) ([]byte, error) {
 // rawStream opens a control stream by hand, to play a misbehaving worker.
 func rawStream(t *testing.T, addr string, md ...string) grpc.ClientStream {
 	t.Helper()
-	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(memDial))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	if len(md) > 0 {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/coordinator"
@@ -47,41 +48,41 @@ func (s TaskState) String() string {
 // field is set; the coordinator ends the stream of a worker that sends a
 // message with none or several set.
 type WorkerMessage struct {
-	Register   *Register   `json:",omitempty"`
-	Heartbeat  *Heartbeat  `json:",omitempty"`
-	TaskStatus *TaskStatus `json:",omitempty"`
-	Ack        *Ack        `json:",omitempty"`
-	Decline    *Decline    `json:",omitempty"`
-	Committed  *Committed  `json:",omitempty"`
+	Register   *Register   `json:"Register,omitempty"`
+	Heartbeat  *Heartbeat  `json:"Heartbeat,omitempty"`
+	TaskStatus *TaskStatus `json:"TaskStatus,omitempty"`
+	Ack        *Ack        `json:"Ack,omitempty"`
+	Decline    *Decline    `json:"Decline,omitempty"`
+	Committed  *Committed  `json:"Committed,omitempty"`
 }
 
 // CoordinatorMessage is what the coordinator sends to a worker. Exactly one
 // field is set.
 type CoordinatorMessage struct {
-	Registered        *Registered        `json:",omitempty"`
-	Deploy            *Deploy            `json:",omitempty"`
-	CancelAttempt     *CancelAttempt     `json:",omitempty"`
-	TriggerCheckpoint *TriggerCheckpoint `json:",omitempty"`
-	NotifyCheckpoint  *NotifyCheckpoint  `json:",omitempty"`
-	Commit            *Commit            `json:",omitempty"`
-	Shutdown          *Shutdown          `json:",omitempty"`
-	Heartbeat         *Heartbeat         `json:",omitempty"`
+	Registered        *Registered        `json:"Registered,omitempty"`
+	Deploy            *Deploy            `json:"Deploy,omitempty"`
+	CancelAttempt     *CancelAttempt     `json:"CancelAttempt,omitempty"`
+	TriggerCheckpoint *TriggerCheckpoint `json:"TriggerCheckpoint,omitempty"`
+	NotifyCheckpoint  *NotifyCheckpoint  `json:"NotifyCheckpoint,omitempty"`
+	Commit            *Commit            `json:"Commit,omitempty"`
+	Shutdown          *Shutdown          `json:"Shutdown,omitempty"`
+	Heartbeat         *Heartbeat         `json:"Heartbeat,omitempty"`
 }
 
 // Register is a worker's first message. The coordinator rejects it if
 // Fingerprint differs from its own (the two processes would run different
 // job graphs) or if a live worker already has WorkerID.
 type Register struct {
-	WorkerID    string
-	DataAddr    string // host:port of the worker's data-plane (TCP buffer) listener
-	Fingerprint string // hash of the job graph the worker was built with
-	Slots       int    // tasks the worker offers to run (0: unspecified)
+	WorkerID    string `json:"WorkerID"`
+	DataAddr    string `json:"DataAddr"`    // host:port of the worker's data-plane (TCP buffer) listener
+	Fingerprint string `json:"Fingerprint"` // hash of the job graph the worker was built with
+	Slots       int    `json:"Slots"`       // tasks the worker offers to run (0: unspecified)
 }
 
 // Registered is the coordinator's first message on an accepted stream. The
 // Server sends it; Server.Send refuses it.
 type Registered struct {
-	WorkerID string
+	WorkerID string `json:"WorkerID"`
 }
 
 // Heartbeat proves liveness; both sides send one every HeartbeatInterval.
@@ -90,76 +91,157 @@ type Heartbeat struct{}
 
 // TaskStatus reports a task's state change within an attempt.
 type TaskStatus struct {
-	Attempt Attempt
-	Task    state.TaskKey
-	State   TaskState
-	Error   string        // why, when State is Failed
-	Metrics *task.Metrics `json:",omitempty"` // the task's metrics, once it ended
+	Attempt Attempt       `json:"Attempt"`
+	Task    state.TaskKey `json:"Task"`
+	State   TaskState     `json:"State"`
+	Error   string        `json:"Error"`             // why, when State is Failed
+	Metrics *TaskMetrics  `json:"Metrics,omitempty"` // the task's metrics, once it ended
+}
+
+// TaskMetrics is the wire form of a task's task.Metrics, in TaskStatus.
+// The control plane owns it, so a change to task.Metrics does not change
+// the wire: TaskMetricsFrom and ToTask convert.
+type TaskMetrics struct {
+	Name               string `json:"Name"`
+	RecordsIn          int64  `json:"RecordsIn"`
+	RecordsOut         int64  `json:"RecordsOut"`
+	BytesIn            int64  `json:"BytesIn"`
+	BytesOut           int64  `json:"BytesOut"`
+	BusyNanos          int64  `json:"BusyNanos"`
+	IdleNanos          int64  `json:"IdleNanos"`
+	BackPressuredNanos int64  `json:"BackPressuredNanos"`
+}
+
+// TaskMetricsFrom returns the wire form of m.
+func TaskMetricsFrom(m task.Metrics) TaskMetrics {
+	return TaskMetrics{
+		Name:               m.Name,
+		RecordsIn:          m.RecordsIn,
+		RecordsOut:         m.RecordsOut,
+		BytesIn:            m.BytesIn,
+		BytesOut:           m.BytesOut,
+		BusyNanos:          int64(m.Busy),
+		IdleNanos:          int64(m.Idle),
+		BackPressuredNanos: int64(m.BackPressured),
+	}
+}
+
+// ToTask returns the task.Metrics m describes.
+func (m TaskMetrics) ToTask() task.Metrics {
+	return task.Metrics{
+		Name:          m.Name,
+		RecordsIn:     m.RecordsIn,
+		RecordsOut:    m.RecordsOut,
+		BytesIn:       m.BytesIn,
+		BytesOut:      m.BytesOut,
+		Busy:          time.Duration(m.BusyNanos),
+		Idle:          time.Duration(m.IdleNanos),
+		BackPressured: time.Duration(m.BackPressuredNanos),
+	}
 }
 
 // Ack acknowledges checkpoint ID for Task: the task's snapshot and its
 // metrics, for coordinator.CheckpointCoordinator.Acknowledge.
 type Ack struct {
-	Attempt  Attempt
-	Task     state.TaskKey
-	ID       barrier.CheckpointID
-	Snapshot state.TaskSnapshot
-	Metrics  coordinator.TaskCheckpointMetrics
+	Attempt Attempt              `json:"Attempt"`
+	Task    state.TaskKey        `json:"Task"`
+	ID      barrier.CheckpointID `json:"ID"`
+	// Snapshot is state.EncodeTaskSnapshot of the task's snapshot (decode
+	// it with state.DecodeTaskSnapshot): the state package owns and
+	// versions that format.
+	Snapshot []byte            `json:"Snapshot"`
+	Metrics  CheckpointMetrics `json:"Metrics"`
+}
+
+// CheckpointMetrics is the wire form of coordinator.TaskCheckpointMetrics,
+// in Ack. The control plane owns it: CheckpointMetricsFrom and
+// ToCoordinator convert.
+type CheckpointMetrics struct {
+	AlignmentNanos                int64 `json:"AlignmentNanos"`
+	StartDelayNanos               int64 `json:"StartDelayNanos"`
+	SyncNanos                     int64 `json:"SyncNanos"`
+	AsyncNanos                    int64 `json:"AsyncNanos"`
+	StateSizeBytes                int64 `json:"StateSizeBytes"`
+	BytesProcessedDuringAlignment int64 `json:"BytesProcessedDuringAlignment"`
+}
+
+// CheckpointMetricsFrom returns the wire form of m.
+func CheckpointMetricsFrom(m coordinator.TaskCheckpointMetrics) CheckpointMetrics {
+	return CheckpointMetrics{
+		AlignmentNanos:                int64(m.AlignmentDuration),
+		StartDelayNanos:               int64(m.StartDelay),
+		SyncNanos:                     int64(m.SyncDuration),
+		AsyncNanos:                    int64(m.AsyncDuration),
+		StateSizeBytes:                m.StateSize,
+		BytesProcessedDuringAlignment: m.BytesProcessedDuringAlignment,
+	}
+}
+
+// ToCoordinator returns the coordinator.TaskCheckpointMetrics m describes.
+func (m CheckpointMetrics) ToCoordinator() coordinator.TaskCheckpointMetrics {
+	return coordinator.TaskCheckpointMetrics{
+		AlignmentDuration:             time.Duration(m.AlignmentNanos),
+		StartDelay:                    time.Duration(m.StartDelayNanos),
+		SyncDuration:                  time.Duration(m.SyncNanos),
+		AsyncDuration:                 time.Duration(m.AsyncNanos),
+		StateSize:                     m.StateSizeBytes,
+		BytesProcessedDuringAlignment: m.BytesProcessedDuringAlignment,
+	}
 }
 
 // Decline says Task could not take checkpoint ID, for
 // coordinator.CheckpointCoordinator.Decline.
 type Decline struct {
-	Attempt Attempt
-	Task    state.TaskKey
-	ID      barrier.CheckpointID
+	Attempt Attempt              `json:"Attempt"`
+	Task    state.TaskKey        `json:"Task"`
+	ID      barrier.CheckpointID `json:"ID"`
 	// Kind classifies the decline (see barrier.DeclineReason); zero for
 	// an unclassified one, which counts as a checkpoint failure.
-	Kind   barrier.DeclineReason `json:",omitempty"`
-	Reason string
+	Kind   barrier.DeclineReason `json:"Kind,omitempty"`
+	Reason string                `json:"Reason"`
 }
 
 // Assignment places one task on one worker.
 type Assignment struct {
-	Task     state.TaskKey
-	WorkerID string
+	Task     state.TaskKey `json:"Task"`
+	WorkerID string        `json:"WorkerID"`
 }
 
 // Deploy starts attempt Attempt: every worker receives the whole placement
 // and runs the tasks assigned to it, connecting their data channels to the
 // other workers' DataAddrs.
 type Deploy struct {
-	Attempt       Attempt
-	JobID         string
-	Tasks         []Assignment
-	DataAddrs     map[string]string // worker ID → data-plane address
-	Restore       []byte            // state.EncodeMetadata of the checkpoint to restore; nil: none
-	RestoreDir    string            // the restored checkpoint's directory
-	CheckpointDir string            // where tasks write this attempt's checkpoints
-	Mode          barrier.Mode      // the checkpointing mode
+	Attempt       Attempt           `json:"Attempt"`
+	JobID         string            `json:"JobID"`
+	Tasks         []Assignment      `json:"Tasks"`
+	DataAddrs     map[string]string `json:"DataAddrs"`     // worker ID → data-plane address
+	Restore       []byte            `json:"Restore"`       // state.EncodeMetadata of the checkpoint to restore; nil: none
+	RestoreDir    string            `json:"RestoreDir"`    // the restored checkpoint's directory
+	CheckpointDir string            `json:"CheckpointDir"` // where tasks write this attempt's checkpoints
+	Mode          barrier.Mode      `json:"Mode"`          // the checkpointing mode
 }
 
 // CancelAttempt stops every task of Attempt on the worker (after a failure
 // elsewhere, before a redeployment).
 type CancelAttempt struct {
-	Attempt Attempt
+	Attempt Attempt `json:"Attempt"`
 }
 
 // TriggerCheckpoint starts a checkpoint at a source task, for
 // coordinator.TaskGateway.TriggerCheckpoint.
 type TriggerCheckpoint struct {
-	Attempt Attempt
-	Task    state.TaskKey
-	Barrier barrier.Barrier
+	Attempt Attempt         `json:"Attempt"`
+	Task    state.TaskKey   `json:"Task"`
+	Barrier barrier.Barrier `json:"Barrier"`
 }
 
 // NotifyCheckpoint tells a task that checkpoint ID completed (Aborted
 // false) or was aborted, for coordinator.TaskGateway's notifications.
 type NotifyCheckpoint struct {
-	Attempt Attempt
-	Task    state.TaskKey
-	ID      barrier.CheckpointID
-	Aborted bool
+	Attempt Attempt              `json:"Attempt"`
+	Task    state.TaskKey        `json:"Task"`
+	ID      barrier.CheckpointID `json:"ID"`
+	Aborted bool                 `json:"Aborted"`
 }
 
 // Commit ends Attempt, whose tasks have all ended, for the sinks that
@@ -168,22 +250,22 @@ type NotifyCheckpoint struct {
 // checkpoints up to Completed are committed all the same (their restore
 // would commit them). The worker answers with Committed.
 type Commit struct {
-	Attempt   Attempt
-	Commit    bool
-	Completed barrier.CheckpointID
+	Attempt   Attempt              `json:"Attempt"`
+	Commit    bool                 `json:"Commit"`
+	Completed barrier.CheckpointID `json:"Completed"`
 }
 
 // Committed answers Commit; Error says what failed.
 type Committed struct {
-	Attempt Attempt
-	Error   string
+	Attempt Attempt `json:"Attempt"`
+	Error   string  `json:"Error"`
 }
 
 // Shutdown tells a worker to stop: RunWorker returns nil after handing it
 // to the WorkerHandler. The coordinator ends the worker's stream after
 // sending it and drops messages sent to that worker afterwards.
 type Shutdown struct {
-	Reason string
+	Reason string `json:"Reason"`
 }
 
 // kind names the single field set in m, or says why m is malformed.

@@ -11,12 +11,15 @@ import (
 	"math/big"
 	"net"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// testCA issues certificates for loopback tests.
+// testCA issues certificates for the tests. The tests run over the
+// in-memory network, whose addresses are no host names: workers name the
+// coordinator they expect in tls.Config.ServerName.
 type testCA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -57,6 +60,7 @@ func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage) tls.C
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{name},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	require.NoError(t, err)
@@ -64,65 +68,70 @@ func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage) tls.C
 }
 
 func TestTLS(t *testing.T) {
-	ca := newTestCA(t)
-	serverTLS := &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "coordinator", x509.ExtKeyUsageServerAuth)}}
-	_, addr, ev := startServer(t, ServerConfig{TLS: serverTLS})
+	synctest.Test(t, func(t *testing.T) {
+		ca := newTestCA(t)
+		serverTLS := &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "coordinator", x509.ExtKeyUsageServerAuth)}}
+		_, addr, ev := startServer(t, ServerConfig{TLS: serverTLS})
 
-	cfg := workerConfig(addr, "w1")
-	cfg.TLS = &tls.Config{RootCAs: ca.pool}
-	w := newWorker()
-	startWorker(t, cfg, w)
-	require.Equal(t, "w1", recv(t, ev.joined).ID)
-	recv(t, w.sessions)
+		cfg := workerConfig(addr, "w1")
+		cfg.TLS = &tls.Config{RootCAs: ca.pool, ServerName: "coordinator"}
+		w := newWorker()
+		startWorker(t, cfg, w)
+		require.Equal(t, "w1", recv(t, ev.joined).ID)
+		recv(t, w.sessions)
 
-	// A worker that does not trust the CA, or speaks plain text, never
-	// gets in.
-	for name, c := range map[string]*tls.Config{"untrusted": {}, "plain text": nil} {
-		cfg := workerConfig(addr, "w2")
-		cfg.TLS = c
-		cfg.RetryTimeout = 150 * time.Millisecond
-		err := RunWorker(context.Background(), cfg, newWorker())
-		require.Error(t, err, name)
-		t.Logf("%s: %v", name, err)
-	}
-	ev.noneLost(t)
+		// A worker that does not trust the CA, or speaks plain text, never
+		// gets in.
+		for name, c := range map[string]*tls.Config{"untrusted": {ServerName: "coordinator"}, "plain text": nil} {
+			cfg := workerConfig(addr, "w2")
+			cfg.TLS = c
+			cfg.RetryTimeout = 150 * time.Millisecond
+			err := RunWorker(context.Background(), cfg, newWorker())
+			require.Error(t, err, name)
+			t.Logf("%s: %v", name, err)
+		}
+		ev.noneLost(t)
+	})
 }
 
 func TestMutualTLS(t *testing.T) {
-	ca := newTestCA(t)
-	serverTLS := &tls.Config{
-		Certificates: []tls.Certificate{ca.issue(t, "coordinator", x509.ExtKeyUsageServerAuth)},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    ca.pool,
-	}
-	_, addr, ev := startServer(t, ServerConfig{TLS: serverTLS, Token: "and a token"})
+	synctest.Test(t, func(t *testing.T) {
+		ca := newTestCA(t)
+		serverTLS := &tls.Config{
+			Certificates: []tls.Certificate{ca.issue(t, "coordinator", x509.ExtKeyUsageServerAuth)},
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			ClientCAs:    ca.pool,
+		}
+		_, addr, ev := startServer(t, ServerConfig{TLS: serverTLS, Token: "and a token"})
 
-	cfg := workerConfig(addr, "w1")
-	cfg.Token = "and a token"
-	cfg.TLS = &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t, "w1", x509.ExtKeyUsageClientAuth)}}
-	startWorker(t, cfg, newWorker())
-	info := recv(t, ev.joined)
-	require.Equal(t, "w1", info.ID)
-
-	// Without a client certificate, or with one from another CA, the
-	// handshake fails.
-	other := newTestCA(t)
-	for name, certs := range map[string][]tls.Certificate{
-		"no client certificate": nil,
-		"foreign certificate":   {other.issue(t, "w2", x509.ExtKeyUsageClientAuth)},
-	} {
-		cfg := workerConfig(addr, "w2")
+		cfg := workerConfig(addr, "w1")
 		cfg.Token = "and a token"
-		cfg.TLS = &tls.Config{RootCAs: ca.pool, Certificates: certs}
-		cfg.RetryTimeout = 150 * time.Millisecond
-		err := RunWorker(context.Background(), cfg, newWorker())
-		require.Error(t, err, name)
-		t.Logf("%s: %v", name, err)
-	}
-	ev.noneLost(t)
-	select {
-	case w := <-ev.joined:
-		t.Fatalf("%q joined", w.ID)
-	default:
-	}
+		cfg.TLS = &tls.Config{RootCAs: ca.pool, ServerName: "coordinator",
+			Certificates: []tls.Certificate{ca.issue(t, "w1", x509.ExtKeyUsageClientAuth)}}
+		startWorker(t, cfg, newWorker())
+		info := recv(t, ev.joined)
+		require.Equal(t, "w1", info.ID)
+
+		// Without a client certificate, or with one from another CA, the
+		// handshake fails.
+		other := newTestCA(t)
+		for name, certs := range map[string][]tls.Certificate{
+			"no client certificate": nil,
+			"foreign certificate":   {other.issue(t, "w2", x509.ExtKeyUsageClientAuth)},
+		} {
+			cfg := workerConfig(addr, "w2")
+			cfg.Token = "and a token"
+			cfg.TLS = &tls.Config{RootCAs: ca.pool, ServerName: "coordinator", Certificates: certs}
+			cfg.RetryTimeout = 150 * time.Millisecond
+			err := RunWorker(context.Background(), cfg, newWorker())
+			require.Error(t, err, name)
+			t.Logf("%s: %v", name, err)
+		}
+		ev.noneLost(t)
+		select {
+		case w := <-ev.joined:
+			t.Fatalf("%q joined", w.ID)
+		default:
+		}
+	})
 }

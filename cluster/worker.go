@@ -105,14 +105,18 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, h WorkerHandler) error {
 	if !strings.Contains(target, ":///") {
 		target = "passthrough:///" + target
 	}
-	cc, err := grpc.NewClient(target,
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(jsonCodec{})),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: cfg.DialTimeout,
 		}),
-	)
+	}
+	if cfg.dial != nil {
+		opts = append(opts, grpc.WithContextDialer(cfg.dial))
+	}
+	cc, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return fmt.Errorf("cluster: coordinator address %q: %w", cfg.Coordinator, err)
 	}

@@ -46,7 +46,10 @@
 // newest checkpoint that verifies; ExportSavepoint copies one into a
 // self-contained savepoint directory, OpenSavepoint reads it back.
 // NewMemoryStorage is a FileStorage on an in-memory FS for tests; FS is the
-// seam for injecting file system failures.
+// seam for injecting file system failures. EncodeMetadata and
+// EncodeTaskSnapshot are the versioned, checksummed binary formats of a
+// checkpoint's metadata and of one task's snapshot (which the control plane
+// carries from a worker to the coordinator).
 //
 // # The caller's duties, in order
 //

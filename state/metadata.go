@@ -18,15 +18,75 @@ import (
 //
 //	file      = "WEIRMETA" version:u16le body crc:u32le        (crc32c of everything before it)
 //	body      = id timestamp:zigzag-varint kind:u8 nTasks task*
-//	task      = vertex:string subtask nOps op*
+//	task      = vertex:string subtask snapshot
+//	snapshot  = nOps op*
 //	op        = operatorID:string flags:u8 [keyed] [operator] (flags bit0 keyed, bit1 operator)
 //	keyed     = stream start end nOffsets offset*
 //	operator  = stream nStates (name:string distribution:u8 nOffsets offset*)*
 //	stream    = path:string size checksum:u32le
+//
+// The task snapshot format (version 1, EncodeTaskSnapshot) frames one
+// snapshot of the same grammar the same way:
+//
+//	file      = "WEIRSNAP" version:u16le snapshot crc:u32le
 
-var metaMagic = []byte("WEIRMETA")
+var (
+	metaMagic = []byte("WEIRMETA")
+	snapMagic = []byte("WEIRSNAP")
+)
 
-const metaVersion = 1
+const (
+	metaVersion = 1
+	snapVersion = 1
+)
+
+// ErrCorruptSnapshot is wrapped by every error of DecodeTaskSnapshot.
+var ErrCorruptSnapshot = errors.New("state: corrupt task snapshot")
+
+// EncodeTaskSnapshot encodes ts in the versioned binary task snapshot
+// format: the metadata format's encoding of one task's snapshot, with its
+// own magic, version and checksum. Equal snapshots encode to equal bytes.
+func EncodeTaskSnapshot(ts TaskSnapshot) []byte {
+	b := append([]byte(nil), snapMagic...)
+	b = binary.LittleEndian.AppendUint16(b, snapVersion)
+	b = appendSnapshot(b, ts)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// DecodeTaskSnapshot decodes and verifies an encoded TaskSnapshot. Empty
+// collections decode as in DecodeMetadata: Operators and States as empty
+// maps, Offsets as nil. Errors wrap ErrCorruptSnapshot.
+func DecodeTaskSnapshot(b []byte) (TaskSnapshot, error) {
+	body, err := openFrame(b, snapMagic, snapVersion, "task snapshot")
+	if err != nil {
+		return TaskSnapshot{}, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
+	}
+	d := decoder{b: body}
+	ts := d.snapshot()
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return TaskSnapshot{}, fmt.Errorf("%w: %w", ErrCorruptSnapshot, d.err)
+	}
+	return ts, nil
+}
+
+// openFrame checks the magic, checksum and version of an encoded file and
+// returns what lies between the version and the checksum.
+func openFrame(b, magic []byte, version uint16, what string) ([]byte, error) {
+	if len(b) < len(magic)+2+4 || string(b[:len(magic)]) != string(magic) {
+		return nil, fmt.Errorf("not a weir %s file (bad magic or too short)", what)
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != sum {
+		return nil, fmt.Errorf("checksum %08x, expected %08x", got, sum)
+	}
+	if v := binary.LittleEndian.Uint16(body[len(magic):]); v != version {
+		return nil, fmt.Errorf("unsupported %s version %d", what, v)
+	}
+	return body[len(magic)+2:], nil
+}
 
 // EncodeMetadata encodes m in the versioned binary metadata format.
 func EncodeMetadata(m Metadata) []byte {
@@ -47,41 +107,47 @@ func EncodeMetadata(m Metadata) []byte {
 	})
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
-		ts := m.Tasks[k]
 		b = appendString(b, k.Vertex)
 		b = binary.AppendUvarint(b, uint64(k.Subtask))
-		ops := sortedKeys(ts.Operators)
-		b = binary.AppendUvarint(b, uint64(len(ops)))
-		for _, op := range ops {
-			st := ts.Operators[op]
-			b = appendString(b, op)
-			var flags byte
-			if st.Keyed != nil {
-				flags |= 1
-			}
-			if st.Operator != nil {
-				flags |= 2
-			}
-			b = append(b, flags)
-			if k := st.Keyed; k != nil {
-				b = appendStream(b, k.StreamHandle)
-				b = binary.AppendUvarint(b, uint64(k.KeyGroups.Start))
-				b = binary.AppendUvarint(b, uint64(k.KeyGroups.End))
-				b = appendOffsets(b, k.Offsets)
-			}
-			if o := st.Operator; o != nil {
-				b = appendStream(b, o.StreamHandle)
-				names := sortedKeys(o.States)
-				b = binary.AppendUvarint(b, uint64(len(names)))
-				for _, n := range names {
-					b = appendString(b, n)
-					b = append(b, byte(o.States[n].Distribution))
-					b = appendOffsets(b, o.States[n].Offsets)
-				}
+		b = appendSnapshot(b, m.Tasks[k])
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// appendSnapshot appends the snapshot production: the operators sorted by
+// ID.
+func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
+	ops := sortedKeys(ts.Operators)
+	b = binary.AppendUvarint(b, uint64(len(ops)))
+	for _, op := range ops {
+		st := ts.Operators[op]
+		b = appendString(b, op)
+		var flags byte
+		if st.Keyed != nil {
+			flags |= 1
+		}
+		if st.Operator != nil {
+			flags |= 2
+		}
+		b = append(b, flags)
+		if k := st.Keyed; k != nil {
+			b = appendStream(b, k.StreamHandle)
+			b = binary.AppendUvarint(b, uint64(k.KeyGroups.Start))
+			b = binary.AppendUvarint(b, uint64(k.KeyGroups.End))
+			b = appendOffsets(b, k.Offsets)
+		}
+		if o := st.Operator; o != nil {
+			b = appendStream(b, o.StreamHandle)
+			names := sortedKeys(o.States)
+			b = binary.AppendUvarint(b, uint64(len(names)))
+			for _, n := range names {
+				b = appendString(b, n)
+				b = append(b, byte(o.States[n].Distribution))
+				b = appendOffsets(b, o.States[n].Offsets)
 			}
 		}
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return b
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -114,17 +180,11 @@ func appendOffsets(b []byte, offs []int64) []byte {
 
 // DecodeMetadata decodes and verifies an encoded Metadata.
 func DecodeMetadata(b []byte) (Metadata, error) {
-	if len(b) < len(metaMagic)+2+4 || string(b[:len(metaMagic)]) != string(metaMagic) {
-		return Metadata{}, errors.New("not a weir metadata file (bad magic or too short)")
+	body, err := openFrame(b, metaMagic, metaVersion, "metadata")
+	if err != nil {
+		return Metadata{}, err
 	}
-	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
-	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return Metadata{}, fmt.Errorf("checksum %08x, expected %08x", got, sum)
-	}
-	if v := binary.LittleEndian.Uint16(body[len(metaMagic):]); v != metaVersion {
-		return Metadata{}, fmt.Errorf("unsupported metadata version %d", v)
-	}
-	d := decoder{b: body[len(metaMagic)+2:]}
+	d := decoder{b: body}
 	var m Metadata
 	m.ID = barrier.CheckpointID(d.uvarint())
 	m.Timestamp = d.varint()
@@ -134,33 +194,7 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 	for range n {
 		k := TaskKey{Vertex: d.string()}
 		k.Subtask = int(d.uvarint())
-		nops := d.count()
-		ts := TaskSnapshot{Operators: make(map[string]OperatorSubtaskState, nops)}
-		for range nops {
-			op := d.string()
-			flags := d.byte()
-			var st OperatorSubtaskState
-			if flags&1 != 0 {
-				k := &KeyedStateHandle{StreamHandle: d.stream()}
-				k.KeyGroups = keygroup.Range{Start: int(d.uvarint()), End: int(d.uvarint())}
-				k.Offsets = d.offsets()
-				st.Keyed = k
-			}
-			if flags&2 != 0 {
-				o := &OperatorStateHandle{StreamHandle: d.stream()}
-				ns := d.count()
-				o.States = make(map[string]OperatorStateMeta, ns)
-				for range ns {
-					name := d.string()
-					o.States[name] = OperatorStateMeta{Distribution: Distribution(d.byte()), Offsets: d.offsets()}
-				}
-				st.Operator = o
-			}
-			if d.err != nil {
-				break
-			}
-			ts.Operators[op] = st
-		}
+		ts := d.snapshot()
 		if d.err != nil {
 			break
 		}
@@ -180,7 +214,43 @@ type decoder struct {
 	err error
 }
 
-var errShort = errors.New("truncated metadata")
+var errShort = errors.New("truncated")
+
+// snapshot decodes the snapshot production (appendSnapshot); on an error
+// it returns what it decoded so far.
+func (d *decoder) snapshot() TaskSnapshot {
+	nops := d.count()
+	ts := TaskSnapshot{Operators: make(map[string]OperatorSubtaskState, nops)}
+	for range nops {
+		op := d.string()
+		flags := d.byte()
+		if flags&^3 != 0 && d.err == nil {
+			d.err = fmt.Errorf("operator %q: unknown flags %#x", op, flags)
+		}
+		var st OperatorSubtaskState
+		if flags&1 != 0 {
+			k := &KeyedStateHandle{StreamHandle: d.stream()}
+			k.KeyGroups = keygroup.Range{Start: int(d.uvarint()), End: int(d.uvarint())}
+			k.Offsets = d.offsets()
+			st.Keyed = k
+		}
+		if flags&2 != 0 {
+			o := &OperatorStateHandle{StreamHandle: d.stream()}
+			ns := d.count()
+			o.States = make(map[string]OperatorStateMeta, ns)
+			for range ns {
+				name := d.string()
+				o.States[name] = OperatorStateMeta{Distribution: Distribution(d.byte()), Offsets: d.offsets()}
+			}
+			st.Operator = o
+		}
+		if d.err != nil {
+			break
+		}
+		ts.Operators[op] = st
+	}
+	return ts
+}
 
 func (d *decoder) uvarint() uint64 {
 	if d.err != nil {

@@ -112,7 +112,12 @@ func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
 		a.taskEnded(m.TaskStatus)
 	case m.Ack != nil && m.Ack.Attempt == a.n:
 		r := m.Ack
-		j.ck.coord.Acknowledge(r.Task, r.ID, r.Snapshot, r.Metrics)
+		snap, err := state.DecodeTaskSnapshot(r.Snapshot)
+		if err != nil {
+			j.ck.coord.Decline(r.Task, r.ID, barrier.Decline(barrier.DeclineSnapshotFailed, err))
+			return
+		}
+		j.ck.coord.Acknowledge(r.Task, r.ID, snap, r.Metrics.ToCoordinator())
 	case m.Decline != nil && m.Decline.Attempt == a.n:
 		r := m.Decline
 		var reason error = errors.New(r.Reason)
@@ -224,7 +229,7 @@ func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
 	if _, dup := a.ended[s.Task]; !dup {
 		a.ended[s.Task] = err
 		if s.Metrics != nil {
-			a.stats[s.Task] = *s.Metrics
+			a.stats[s.Task] = s.Metrics.ToTask()
 		}
 	}
 	a.mu.Unlock()

@@ -251,7 +251,7 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 		defer close(a.done)
 		defer cancel(nil)
 		_ = dep.Run(actx, func(k state.TaskKey, err error) {
-			m := a.byKey[k].Metrics()
+			m := cluster.TaskMetricsFrom(a.byKey[k].Metrics())
 			s := &cluster.TaskStatus{Attempt: d.Attempt, Task: k, State: cluster.Finished, Metrics: &m}
 			switch {
 			case err == nil:
@@ -304,8 +304,8 @@ func (r *workerResponder) Running(k state.TaskKey) {
 }
 
 func (r *workerResponder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m task.CheckpointMetrics) {
-	r.w.send(context.Background(), cluster.WorkerMessage{Ack: &cluster.Ack{Attempt: r.n, Task: k, ID: id, Snapshot: snap,
-		Metrics: checkpointMetrics(m)}})
+	r.w.send(context.Background(), cluster.WorkerMessage{Ack: &cluster.Ack{Attempt: r.n, Task: k, ID: id,
+		Snapshot: state.EncodeTaskSnapshot(snap), Metrics: cluster.CheckpointMetricsFrom(checkpointMetrics(m))}})
 }
 
 func (r *workerResponder) Decline(k state.TaskKey, id barrier.CheckpointID, reason error) {

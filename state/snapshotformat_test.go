@@ -1,0 +1,148 @@
+package state_test
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"hash/crc32"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/state"
+)
+
+// TestMetadataEncodingPinned pins the bytes of the metadata format, which
+// EncodeTaskSnapshot shares: a change here is a format change and needs a
+// new version.
+func TestMetadataEncodingPinned(t *testing.T) {
+	m := state.Metadata{ID: 42, Timestamp: -5, Kind: barrier.Savepoint, Tasks: map[state.TaskKey]state.TaskSnapshot{
+		{Vertex: "a", Subtask: 1}: {Operators: map[string]state.OperatorSubtaskState{
+			"op": {Keyed: &state.KeyedStateHandle{StreamHandle: state.StreamHandle{Path: "chk-42/x", Size: 99, Checksum: 0xdeadbeef},
+				KeyGroups: keygroup.Range{Start: 3, End: 5}, Offsets: []int64{10, 20, 30}}},
+			"op2": {Operator: &state.OperatorStateHandle{StreamHandle: state.StreamHandle{Path: "chk-42/y", Size: 7},
+				States: map[string]state.OperatorStateMeta{"s": {Distribution: state.UnionDistribute, Offsets: []int64{4}}, "e": {}}}},
+			"none": {},
+		}},
+		{Vertex: "b", Subtask: 0}: {Operators: map[string]state.OperatorSubtaskState{}},
+	}}
+	require.Equal(t, "574549524d45544101002a09010201610103046e6f6e6500026f70010863686b2d34322f7863efbeadde0305030a141e03"+
+		"6f7032020863686b2d34322f7907000000000201650000017301010401620000b2e5592b",
+		hex.EncodeToString(state.EncodeMetadata(m)))
+}
+
+func sampleTaskSnapshot() state.TaskSnapshot {
+	return state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{
+		"window": {
+			Keyed: &state.KeyedStateHandle{
+				StreamHandle: state.StreamHandle{Path: "chk-7/w-keyed", Size: 1 << 40, Checksum: 0xdeadbeef},
+				KeyGroups:    keygroup.Range{Start: 32, End: 64},
+				Offsets:      []int64{0, 17, 1<<53 + 1, 1<<62 + 3},
+			},
+			Operator: &state.OperatorStateHandle{
+				StreamHandle: state.StreamHandle{Path: "chk-7/w-op", Size: 99, Checksum: 1},
+				States: map[string]state.OperatorStateMeta{
+					"offsets": {Distribution: state.SplitDistribute, Offsets: []int64{0, 8, 16}},
+					"union":   {Distribution: state.UnionDistribute},
+				},
+			},
+		},
+		"source": {Operator: &state.OperatorStateHandle{
+			StreamHandle: state.StreamHandle{Path: "chk-7/src", Size: 8},
+			States:       map[string]state.OperatorStateMeta{},
+		}},
+		"map": {},
+	}}
+}
+
+func TestTaskSnapshotEncoding(t *testing.T) {
+	ts := sampleTaskSnapshot()
+	enc := state.EncodeTaskSnapshot(ts)
+	require.Equal(t, enc, state.EncodeTaskSnapshot(sampleTaskSnapshot()), "deterministic")
+	require.Equal(t, "57454952534e4150010003036d61700006736f7572636502"+
+		"0963686b2d372f7372630800000000000677696e646f77030d63686b2d372f772d6b657965648080808080"+
+		"20efbeadde20400400118180808080808010838080808080808040"+
+		"0a63686b2d372f772d6f70630100000002076f666673657473000300081005756e696f6e0100"+
+		"e308b957",
+		hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
+	got, err := state.DecodeTaskSnapshot(enc)
+	require.NoError(t, err)
+	require.Equal(t, ts, got)
+
+	// Empty collections decode as DecodeMetadata decodes them.
+	for _, in := range []state.TaskSnapshot{
+		{},
+		{Operators: map[string]state.OperatorSubtaskState{}},
+	} {
+		got, err := state.DecodeTaskSnapshot(state.EncodeTaskSnapshot(in))
+		require.NoError(t, err)
+		require.Equal(t, state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{}}, got)
+	}
+	got, err = state.DecodeTaskSnapshot(state.EncodeTaskSnapshot(state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{
+		"op": {Keyed: &state.KeyedStateHandle{Offsets: []int64{}}, Operator: &state.OperatorStateHandle{}},
+	}}))
+	require.NoError(t, err)
+	require.Equal(t, state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{
+		"op": {Keyed: &state.KeyedStateHandle{}, Operator: &state.OperatorStateHandle{States: map[string]state.OperatorStateMeta{}}},
+	}}, got)
+}
+
+// TestTaskSnapshotCorrupt: every truncation and every single-bit flip is
+// detected, and so is well-framed nonsense; every error wraps
+// ErrCorruptSnapshot.
+func TestTaskSnapshotCorrupt(t *testing.T) {
+	enc := state.EncodeTaskSnapshot(sampleTaskSnapshot())
+	for i := range enc {
+		_, err := state.DecodeTaskSnapshot(enc[:i])
+		require.ErrorIs(t, err, state.ErrCorruptSnapshot, "truncated to %d", i)
+		for bit := range 8 {
+			b := append([]byte(nil), enc...)
+			b[i] ^= 1 << bit
+			_, err := state.DecodeTaskSnapshot(b)
+			require.ErrorIs(t, err, state.ErrCorruptSnapshot, "flip byte %d bit %d", i, bit)
+		}
+	}
+
+	body := enc[10 : len(enc)-4] // between magic+version and checksum
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"nil", nil, "bad magic or too short"},
+		{"metadata", state.EncodeMetadata(state.Metadata{ID: 1}), "bad magic"},
+		{"version 2", frame("WEIRSNAP", 2, body), "unsupported task snapshot version 2"},
+		{"trailing byte", frame("WEIRSNAP", 1, append(append([]byte(nil), body...), 0)), "1 trailing bytes"},
+		{"truncated body", frame("WEIRSNAP", 1, body[:len(body)-1]), "truncated"},
+		{"empty body", frame("WEIRSNAP", 1, nil), "truncated"},
+		{"huge count", frame("WEIRSNAP", 1, binary.AppendUvarint(nil, 1<<40)), "truncated"},
+		{"unknown flags", frame("WEIRSNAP", 1, []byte{1, 2, 'o', 'p', 4}), `operator "op": unknown flags 0x4`},
+	} {
+		_, err := state.DecodeTaskSnapshot(tc.in)
+		require.ErrorIs(t, err, state.ErrCorruptSnapshot, tc.name)
+		require.ErrorContains(t, err, tc.want, tc.name)
+	}
+	// And the other way round: a snapshot is no metadata file.
+	_, err := state.DecodeMetadata(enc)
+	require.ErrorContains(t, err, "not a weir metadata file")
+}
+
+// frame encodes body with a valid checksum.
+func frame(magic string, version uint16, body []byte) []byte {
+	b := binary.LittleEndian.AppendUint16([]byte(magic), version)
+	b = append(b, body...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+func FuzzDecodeTaskSnapshot(f *testing.F) {
+	f.Add(state.EncodeTaskSnapshot(sampleTaskSnapshot()))
+	f.Add(state.EncodeTaskSnapshot(state.TaskSnapshot{}))
+	f.Add(frame("WEIRSNAP", 1, []byte{1, 2, 'o', 'p', 3}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, err := state.DecodeTaskSnapshot(b)
+		if err == nil {
+			require.Equal(t, b, state.EncodeTaskSnapshot(ts), "canonical")
+		}
+	})
+}
