@@ -17,7 +17,7 @@ import (
 // onto the registered workers, triggers checkpoints and restarts the job
 // from its latest completed checkpoint when a task fails or a worker is
 // lost, on the workers that remain or rejoin. Workers exchange buffers
-// directly over weir's TCP data plane (PROTOCOL.md); the control plane is
+// directly over weir's TCP data plane (docs/protocol.md); the control plane is
 // gRPC.
 //
 // Checkpoint files are written by the workers: CheckpointConfig.Dir must

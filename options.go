@@ -194,7 +194,7 @@ func WithAutoWatermarkInterval(d time.Duration) Option {
 // (default off: tasks of one process hand buffers over in memory). The job
 // then serves its partitions with weir's TCP server on 127.0.0.1 and reads
 // them with its TCP client, remote channels and credit-based flow control
-// (PROTOCOL.md): exactly the path of a job spread over several processes.
+// (docs/protocol.md): exactly the path of a job spread over several processes.
 // Each input gate additionally takes its exclusive and floating receive
 // buffers (WithExclusiveBuffers, WithFloatingBuffers) from the network
 // segments. Use it to test and benchmark the remote path; it is slower than

@@ -35,7 +35,7 @@ func (m Mode) String() string {
 }
 
 // Kind says whether a barrier is a regular checkpoint or a savepoint
-// (PROTOCOL.md barrier "type" field).
+// (docs/protocol.md "Events", the barrier's "type" field).
 type Kind uint8
 
 const (
@@ -50,8 +50,8 @@ func (k Kind) String() string {
 	return "checkpoint"
 }
 
-// Alignment is how a barrier is aligned (PROTOCOL.md barrier "alignment"
-// field).
+// Alignment is how a barrier is aligned (docs/protocol.md "Events", the
+// barrier's "alignment" field).
 type Alignment uint8
 
 const (

@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 )
 
-// DataType says what a Buffer carries. The values are PROTOCOL.md's data
-// types, so a Buffer's type travels on the wire unchanged.
+// DataType says what a Buffer carries. The values are the data types of
+// docs/protocol.md ("Data types"), so a Buffer's type travels on the wire
+// unchanged.
 type DataType uint8
 
 const (

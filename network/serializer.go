@@ -7,8 +7,8 @@ import (
 	"github.com/weirstream/weir/buffer"
 )
 
-// lengthSize is the size of a record's length prefix (PROTOCOL.md,
-// "Payloads": a u32 length followed by that many bytes).
+// lengthSize is the size of a record's length prefix (docs/protocol.md,
+// "Data buffers and records": a u32 length, then the record's bytes).
 const lengthSize = 4
 
 // DefaultMaxRecordSize bounds one record. A length prefix above it is

@@ -101,7 +101,7 @@ func (c ServerConfig) Validate() error {
 }
 
 // Server serves the subpartitions registered in a PartitionManager to any
-// number of TCP connections (PROTOCOL.md, the server side). Each
+// number of TCP connections (docs/protocol.md, the server side). Each
 // connection has one goroutine reading client frames and one writing:
 // Flink's PartitionRequestQueue, a queue of readers with data that the
 // writer serves round robin, sending data only against credit.
@@ -620,7 +620,8 @@ func (c *serverConn) onAddCredit(m wire.AddCredit) error {
 func (c *serverConn) onResume(r *serverReader) {
 	c.mu.Lock()
 	if r.released || r.sender.Resume() != nil {
-		// Not blocked: nothing to resume (ignored, see docs/protocol.md).
+		// Not blocked: nothing to resume (ignored, see docs/protocol.md
+		// "Server behaviour").
 		c.mu.Unlock()
 		return
 	}

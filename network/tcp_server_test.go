@@ -283,7 +283,7 @@ func waitFor(t testing.TB, cond func() bool) {
 }
 
 // TestServerBadInput sends every kind of bad input on one connection and
-// checks the answer PROTOCOL.md specifies, and that the server still
+// checks the answer docs/protocol.md specifies, and that the server still
 // serves another connection.
 func TestServerBadInput(t *testing.T) {
 	var p *ResultPartition // a fresh one per case

@@ -1,5 +1,5 @@
 // Command tcpconsumer reads every subpartition of a partition served by
-// tcpproducer (or any server speaking PROTOCOL.md) with weir's own TCP
+// tcpproducer (or any server speaking docs/protocol.md) with weir's own TCP
 // client, remote channels and input gate, checks every record and prints a
 // summary.
 //

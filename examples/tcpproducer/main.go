@@ -1,5 +1,5 @@
 // Command tcpproducer serves one result partition over weir's TCP data
-// plane (PROTOCOL.md) and exits once every subpartition has been read to
+// plane (docs/protocol.md) and exits once every subpartition has been read to
 // its end.
 //
 //	go run ./examples/tcpproducer -listen 127.0.0.1:0 -partition <uuid> -subpartitions K -records N [-token T] [-record-size B]

@@ -8,8 +8,9 @@ import (
 // MaxCredit is the most credit a receiver may hold (2^31−1).
 const MaxCredit = 1<<31 - 1
 
-// DataType is PROTOCOL.md's data type of a buffer; the values equal
-// wire.DataType's and buffer.DataType's, so converting is a cast.
+// DataType is the data type of a buffer (docs/protocol.md "Data types");
+// the values equal wire.DataType's and buffer.DataType's, so converting is
+// a cast.
 type DataType uint8
 
 const (
@@ -125,8 +126,9 @@ func (s *Sender) Resume() error {
 // NeedBacklogAnnouncement reports whether a BACKLOG_ANNOUNCEMENT of
 // backlog (data buffers queued) must be sent now: it returns true once
 // when the credit is 0 and backlog > 0, and not again until credit has
-// arrived and run out again. A blocked sender announces nothing (PROTOCOL.md
-// "sends nothing more ... until RESUME_CONSUMPTION"); it announces after
+// arrived and run out again. A blocked sender announces nothing
+// (docs/protocol.md "Aligned barriers": nothing is sent until
+// RESUME_CONSUMPTION); it announces after
 // Resume if still due. The caller must send the announcement when this
 // returns true.
 func (s *Sender) NeedBacklogAnnouncement(backlog int) bool {

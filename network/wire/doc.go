@@ -1,5 +1,5 @@
 // Package wire is the frame codec of weir's data-plane TCP protocol
-// (PROTOCOL.md, version 1), byte for byte.
+// (docs/protocol.md, version 1), byte for byte.
 //
 // A frame is one message: a big-endian uint32 length (bytes that follow
 // it), the magic 0x57454952 ("WEIR"), a type byte and a body whose layout
@@ -14,7 +14,7 @@
 // payload straight from its pooled buffer.
 //
 // Decoding: a Reader reads the frames of one direction from an io.Reader
-// and validates each as PROTOCOL.md requires (length, checked before
+// and validates each as docs/protocol.md requires (length, checked before
 // anything is allocated; magic; type and direction; body length and the
 // lengths inside it; HELLO flags), returning a *ProtocolError for a frame
 // it rejects, io.EOF at a clean end between frames and an error wrapping

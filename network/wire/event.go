@@ -9,8 +9,8 @@ import (
 	"github.com/weirstream/weir/barrier"
 )
 
-// EventKind is the first byte of an event payload (PROTOCOL.md
-// "Payloads").
+// EventKind is the first byte of an event payload (docs/protocol.md
+// "Events").
 type EventKind uint8
 
 const (

@@ -53,7 +53,7 @@ type Frame struct {
 }
 
 // Reader decodes the frames that travel in one direction of a connection.
-// It validates every frame as PROTOCOL.md "Framing" requires and returns a
+// It validates every frame as docs/protocol.md "Framing" requires and returns a
 // *ProtocolError for a frame it rejects. It reads BUFFER_RESPONSE payloads
 // only into memory the caller supplies (ReadPayload) and otherwise
 // allocates nothing per frame in steady state, except the message of an
@@ -135,7 +135,7 @@ func readErr(t MessageType, err error) error {
 // ReadFrame reads and validates the next frame. It returns io.EOF if the
 // input ends cleanly between frames, an error wrapping
 // io.ErrUnexpectedEOF if it ends inside a frame, and a *ProtocolError if
-// the frame violates PROTOCOL.md.
+// the frame violates docs/protocol.md.
 //
 // For a BUFFER_RESPONSE, ReadFrame returns after the header; the caller
 // then calls ReadPayload or DiscardPayload. A payload still unread when

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Frame layout constants (PROTOCOL.md "Framing").
+// Frame layout constants (docs/protocol.md "Framing").
 const (
 	// Magic is the second field of every frame: "WEIR".
 	Magic uint32 = 0x57454952
@@ -31,7 +31,7 @@ const FlagCompressed = 1 << 0
 // MessageType is the type byte of a frame.
 type MessageType uint8
 
-// The message types of PROTOCOL.md "Messages".
+// The message types of docs/protocol.md "Messages".
 const (
 	TypeHello               MessageType = 0x01 // c→s
 	TypeHelloAck            MessageType = 0x02 // s→c
@@ -271,7 +271,7 @@ type ErrorResponse struct {
 // receiver).
 func (e *ErrorResponse) Fatal() bool { return e.Receiver == uuid.Nil }
 
-// ProtocolError is a violation of PROTOCOL.md by the peer: a frame a
+// ProtocolError is a violation of docs/protocol.md by the peer: a frame a
 // Reader rejects, or an event payload DecodeEvent rejects. The connection
 // must be closed (after a fatal ERROR_RESPONSE of class ClassProtocol, on
 // the server side).
