@@ -1,7 +1,10 @@
 package weir
 
 import (
+	"fmt"
+
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network"
@@ -155,12 +158,97 @@ func (c *Collector[T]) Emit(v T) {
 	}
 }
 
-// RuntimeContext gives a user function its subtask and its state.
+// RuntimeContext gives a user function its subtask, its state and, for
+// keyed process functions, its timers.
 type RuntimeContext struct {
 	Subtask     int
 	Parallelism int
 	keyed       state.KeyedBackend
+	timers      *TimerService
+	ts          int64 // of the value being processed, or the firing timer
 }
+
+// Timestamp returns the event timestamp of the value being processed, or
+// of the timer firing in OnTimer (eventtime.NoTimestamp when the stream
+// has none).
+func (c *RuntimeContext) Timestamp() int64 { return c.ts }
+
+// Timers returns the timer service of a keyed process function: timers it
+// registers fire OnTimer (see TimerFunction) for the current key. Nil
+// outside keyed process functions.
+func (c *RuntimeContext) Timers() *TimerService { return c.timers }
+
+// TimeDomain says which clock a timer follows.
+type TimeDomain uint8
+
+const (
+	// EventTime timers fire when the watermark reaches them.
+	EventTime TimeDomain = iota
+	// ProcessingTime timers fire when the clock reaches them.
+	ProcessingTime
+)
+
+func (d TimeDomain) String() string {
+	if d == ProcessingTime {
+		return "processing time"
+	}
+	return "event time"
+}
+
+// TimerFunction is implemented by a KeyedProcessFunction that uses timers.
+// OnTimer is called when a timer of key fires, in the task's goroutine,
+// never concurrently with ProcessElement, with the keyed state scoped to
+// key: event-time timers when the watermark reaches ts (before the
+// watermark goes downstream), processing-time timers when the clock does.
+// What it emits has timestamp ts for event-time timers.
+type TimerFunction[K, Out any] interface {
+	OnTimer(key K, ts int64, domain TimeDomain, out *Collector[Out]) error
+}
+
+// TimerService registers timers for the current key of a keyed process
+// function (Flink's TimerService). One timer per key and timestamp and
+// domain: registering it again does nothing. Timers are keyed state:
+// checkpointed and restored with the key, also at another parallelism;
+// processing-time timers that came due while the job was down fire on
+// restore.
+type TimerService struct {
+	svc *eventtime.TimerService
+	ctx *task.OperatorContext
+}
+
+// RegisterEventTimeTimer sets a timer that fires when the watermark
+// reaches ts.
+func (t *TimerService) RegisterEventTimeTimer(ts int64) error {
+	return t.svc.RegisterEventTimeTimer(ts, nil)
+}
+
+// DeleteEventTimeTimer removes an event-time timer (missing: no error).
+func (t *TimerService) DeleteEventTimeTimer(ts int64) error {
+	return t.svc.DeleteEventTimeTimer(ts, nil)
+}
+
+// RegisterProcessingTimeTimer sets a timer that fires when the clock (unix
+// ms) reaches ts.
+func (t *TimerService) RegisterProcessingTimeTimer(ts int64) error {
+	if err := t.svc.RegisterProcessingTimeTimer(ts, nil); err != nil {
+		return err
+	}
+	t.ctx.RequestProcessingTime(ts)
+	return nil
+}
+
+// DeleteProcessingTimeTimer removes a processing-time timer (missing: no
+// error).
+func (t *TimerService) DeleteProcessingTimeTimer(ts int64) error {
+	return t.svc.DeleteProcessingTimeTimer(ts, nil)
+}
+
+// CurrentWatermark returns the operator's event time: the last watermark
+// it received (math.MinInt64 before the first).
+func (t *TimerService) CurrentWatermark() int64 { return t.svc.CurrentWatermark() }
+
+// CurrentProcessingTime returns the clock, unix ms.
+func (t *TimerService) CurrentProcessingTime() int64 { return t.ctx.ProcessingTime() }
 
 // KeyedBackend is the subtask's keyed state backend, for use with the
 // state package's typed states (state.GetValueState, …).
@@ -193,22 +281,86 @@ func Process[K, In, Out any](ks *KeyedStream[In, K], newFn func() KeyedProcessFu
 
 type processOp[K, In, Out any] struct {
 	opBase
-	kc  *keyContext[In, K]
-	fn  KeyedProcessFunction[K, In, Out]
-	out *Collector[Out]
+	kc      *keyContext[In, K]
+	fn      KeyedProcessFunction[K, In, Out]
+	onTimer TimerFunction[K, Out] // fn, if it has timers
+	out     *Collector[Out]
+	rc      *RuntimeContext
+	timers  *eventtime.TimerService
 }
 
 func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 	defer o.catch(&err)
 	o.kc.backend = ctx.Keyed
-	return o.fn.Open(&RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, keyed: ctx.Keyed})
+	svc, err := eventtime.NewTimerService(ctx.Keyed, "process")
+	if err != nil {
+		return err
+	}
+	o.timers = svc
+	o.rc = &RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, keyed: ctx.Keyed,
+		timers: &TimerService{svc: svc, ctx: ctx}, ts: eventtime.NoTimestamp}
+	o.onTimer, _ = o.fn.(TimerFunction[K, Out])
+	if err := o.fn.Open(o.rc); err != nil {
+		return err
+	}
+	// Processing-time timers restored from a checkpoint, due or not.
+	if t, ok := svc.NextProcessingTime(); ok {
+		ctx.RequestProcessingTime(t)
+	}
+	return nil
 }
 
 func (o *processOp[K, In, Out]) collect(v In, ts int64) (err error) {
 	defer o.catch(&err)
 	o.kc.setKey(v)
-	o.out.ts = ts
+	o.out.ts, o.rc.ts = ts, ts
 	if err := o.fn.ProcessElement(o.kc.key, v, o.out); err != nil {
+		return o.fail(err)
+	}
+	err, o.out.err = o.out.err, nil
+	return err
+}
+
+func (o *processOp[K, In, Out]) ProcessWatermark(wm int64) (_ bool, err error) {
+	defer o.catch(&err)
+	return true, o.timers.AdvanceWatermark(wm, o.fireEventTime)
+}
+
+func (o *processOp[K, In, Out]) ProcessWatermarkStatus(eventtime.Status) (bool, error) {
+	return true, nil
+}
+
+func (o *processOp[K, In, Out]) OnProcessingTime(now int64) (err error) {
+	defer o.catch(&err)
+	if err := o.timers.AdvanceProcessingTime(now, o.fireProcessingTime); err != nil {
+		return err
+	}
+	if t, ok := o.timers.NextProcessingTime(); ok {
+		o.rc.timers.ctx.RequestProcessingTime(t)
+	}
+	return nil
+}
+
+func (o *processOp[K, In, Out]) fireEventTime(t eventtime.Timer) error {
+	return o.fire(t, EventTime, t.Timestamp)
+}
+
+func (o *processOp[K, In, Out]) fireProcessingTime(t eventtime.Timer) error {
+	return o.fire(t, ProcessingTime, eventtime.NoTimestamp)
+}
+
+// fire calls OnTimer for timer t, with the keyed state scoped to its key.
+func (o *processOp[K, In, Out]) fire(t eventtime.Timer, d TimeDomain, outTS int64) error {
+	if o.onTimer == nil {
+		return o.fail(fmt.Errorf("a %s timer fired, but the process function has no OnTimer (implement weir.TimerFunction)", d))
+	}
+	key, err := o.kc.kc.Decode(t.Key)
+	if err != nil {
+		return o.fail(fmt.Errorf("decoding the key of a timer: %w", err))
+	}
+	o.kc.key = key
+	o.out.ts, o.rc.ts = outTS, t.Timestamp
+	if err := o.onTimer.OnTimer(key, t.Timestamp, d, o.out); err != nil {
 		return o.fail(err)
 	}
 	err, o.out.err = o.out.err, nil

@@ -68,33 +68,40 @@ func newStream[T any](env *Environment, n *graph.Node) *Stream[T] {
 // side.
 func (s *Stream[T]) bindOutput() {
 	n := s.n
-	n.Fanout = func(outs []any) any {
-		cs := make([]collector[T], len(outs))
-		for i, o := range outs {
-			cs[i] = o.(collector[T])
-		}
-		if len(cs) == 1 {
-			return cs[0]
-		}
-		return &fanout[T]{outs: cs}
-	}
+	n.Fanout = fanoutOf[T]
 	n.HasCodec = func() bool { return s.codec != nil }
-	n.NewWriter = func(e *graph.Edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error) {
-		var keyHash func(T) uint64
-		if e.KeyHash != nil {
-			keyHash = e.KeyHash.(func() func(T) uint64)() // each writer its own scratch
-		}
-		if s.timestamped {
-			return newStampedOut(s.codec, keyHash, e, p, subtask, s.env.cfg.maxParallelism, flushAlways)
-		}
-		cfg := network.WriterConfig[T]{Partitioning: e.Partitioning, Append: s.codec.Append, KeyHash: keyHash,
-			Subtask: subtask, MaxParallelism: s.env.cfg.maxParallelism}
-		w, err := network.NewRecordWriter(p, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return &networkOut[T]{w: w, p: p, flush: flushAlways}, nil
+	n.NewWriter = s.newWriter
+}
+
+// fanoutOf combines collectors of T.
+func fanoutOf[T any](outs []any) any {
+	cs := make([]collector[T], len(outs))
+	for i, o := range outs {
+		cs[i] = o.(collector[T])
 	}
+	if len(cs) == 1 {
+		return cs[0]
+	}
+	return &fanout[T]{outs: cs}
+}
+
+// newWriter makes the collector that serializes values of s into
+// partition p of edge e.
+func (s *Stream[T]) newWriter(e *graph.Edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error) {
+	var keyHash func(T) uint64
+	if e.KeyHash != nil {
+		keyHash = e.KeyHash.(func() func(T) uint64)() // each writer its own scratch
+	}
+	if s.timestamped {
+		return newStampedOut(s.codec, keyHash, e, p, subtask, s.env.cfg.maxParallelism, flushAlways)
+	}
+	cfg := network.WriterConfig[T]{Partitioning: e.Partitioning, Append: s.codec.Append, KeyHash: keyHash,
+		Subtask: subtask, MaxParallelism: s.env.cfg.maxParallelism}
+	w, err := network.NewRecordWriter(p, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &networkOut[T]{w: w, p: p, flush: flushAlways}, nil
 }
 
 // newStampedOut makes the writer of a timestamped stream: each record is

@@ -185,23 +185,41 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		if k+1 < len(v.Nodes) {
 			outs = append(outs, nextIn)
 		}
+		sides := make([][]any, len(n.Sides))
 		for _, out := range n.Outputs {
 			if b.g.VertexOf(out.To) == v {
 				continue
 			}
 			p := b.parts[partitionKey{out, i}]
-			w, err := n.NewWriter(out, p, i, b.cfg.FlushAlways)
+			newWriter := n.NewWriter
+			if out.Side > 0 {
+				newWriter = n.Sides[out.Side-1].NewWriter
+			}
+			w, err := newWriter(out, p, i, b.cfg.FlushAlways)
 			if err != nil {
 				return nil, err
 			}
-			outs = append(outs, w)
+			if out.Side > 0 {
+				sides[out.Side-1] = append(sides[out.Side-1], w)
+			} else {
+				outs = append(outs, w)
+			}
 			outputs = append(outputs, p)
 		}
 		var out any
 		if len(outs) > 0 {
 			out = n.Fanout(outs)
 		}
-		in, op, err := n.Instantiate(&graph.Subtask{Node: n, Index: i, Parallelism: v.Parallelism, MaxParallelism: b.g.MaxParallelism}, out)
+		sub := &graph.Subtask{Node: n, Index: i, Parallelism: v.Parallelism, MaxParallelism: b.g.MaxParallelism}
+		if len(sides) > 0 {
+			sub.Sides = make([]any, len(sides))
+			for s, ws := range sides {
+				if len(ws) > 0 {
+					sub.Sides[s] = n.Sides[s].Fanout(ws)
+				}
+			}
+		}
+		in, op, err := n.Instantiate(sub, out)
 		if err != nil {
 			return nil, err
 		}

@@ -57,12 +57,26 @@ type Node struct {
 	NewWriter func(e *Edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error)
 	// HasCodec reports whether the node's output type can be serialized.
 	HasCodec func() bool
+	// Sides are the node's side outputs (a window's late data): side k
+	// is Sides[k-1]. Consumers of a side output are never chained.
+	Sides []SideOutput
+}
+
+// SideOutput is the typed part of one side output of a node: its values
+// have another type than the node's main output.
+type SideOutput struct {
+	Fanout    func(outs []any) any
+	NewWriter func(e *Edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error)
+	HasCodec  func() bool
 }
 
 // Edge connects a producer node to a consumer node.
 type Edge struct {
 	From, To     *Node
 	Partitioning network.Partitioning
+	// Side is 0 for the producer's main output, k ≥ 1 for its side output
+	// k.
+	Side int
 	// KeyHash makes the key hash function of hash partitioning: a
 	// func() func(T) uint64 of the producer's output type (a factory, so
 	// that each writer gets its own scratch space).
@@ -75,6 +89,9 @@ type Subtask struct {
 	Index          int // 0..Parallelism-1
 	Parallelism    int
 	MaxParallelism int
+	// Sides holds the collectors of the node's side outputs (Sides[k-1]
+	// for side k; nil where a side output has no consumer).
+	Sides []any
 }
 
 // Vertex is a chain of nodes that runs as one task per subtask.
@@ -138,6 +155,8 @@ func Build(nodes []*Node, cfg Config) (*JobGraph, error) {
 			return nil, fmt.Errorf("weir: operator %s has no input", n.Name)
 		case par(n) > cfg.MaxParallelism:
 			return nil, fmt.Errorf("weir: operator %s: parallelism %d above max parallelism %d", n.Name, par(n), cfg.MaxParallelism)
+		case n.Input != nil && (n.Input.Side < 0 || n.Input.Side > len(n.Input.From.Sides)):
+			return nil, fmt.Errorf("weir: operator %s reads side output %d of %s, which has %d", n.Name, n.Input.Side, n.Input.From.Name, len(n.Input.From.Sides))
 		}
 		if other := uids[n.UID]; other != nil {
 			return nil, fmt.Errorf("weir: operators %s and %s have the same UID %q", other.Name, n.Name, n.UID)
@@ -149,7 +168,7 @@ func Build(nodes []*Node, cfg Config) (*JobGraph, error) {
 	}
 	for _, n := range nodes {
 		in := n.Input
-		if in != nil && cfg.Chaining && in.Partitioning == network.Forward && len(in.From.Outputs) == 1 {
+		if in != nil && cfg.Chaining && in.Partitioning == network.Forward && in.Side == 0 && len(in.From.Outputs) == 1 {
 			v := g.byNode[in.From]
 			v.Nodes = append(v.Nodes, n)
 			g.byNode[n] = v
@@ -171,7 +190,11 @@ func Build(nodes []*Node, cfg Config) (*JobGraph, error) {
 				if g.byNode[out.To] == v {
 					continue
 				}
-				if n.HasCodec != nil && !n.HasCodec() {
+				hasCodec := n.HasCodec
+				if out.Side > 0 {
+					hasCodec = n.Sides[out.Side-1].HasCodec
+				}
+				if hasCodec != nil && !hasCodec() {
 					return nil, fmt.Errorf("weir: the output of operator %s crosses a task boundary but its type has no codec: call WithCodec on its stream", n.Name)
 				}
 				v.Outputs = append(v.Outputs, out)
