@@ -326,3 +326,19 @@ func TestConstructorsPanicOnNil(t *testing.T) {
 		codec.Struct2[point](codec.Int64(), nil, codec.Int64(), func(point) int64 { return 0 }, func(a, b int64) point { return point{} })
 	})
 }
+
+func TestJSONRoundTrip(t *testing.T) {
+	type ev struct {
+		Key  string
+		TS   int64
+		Tags []string
+	}
+	c := codec.JSON[ev]()
+	v := ev{"a", -5, []string{"x"}}
+	got, err := c.Decode(c.Append([]byte("prefix"), v)[len("prefix"):])
+	require.NoError(t, err)
+	require.Equal(t, v, got)
+	_, err = c.Decode([]byte("{"))
+	var de *codec.DecodeError
+	require.ErrorAs(t, err, &de)
+}

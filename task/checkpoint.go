@@ -51,7 +51,6 @@ type RestoreConfig struct {
 	// previous run (all of them: keyed state is picked by key group and
 	// operator state redistributed, so parallelism may change).
 	Operators map[string][]state.OperatorSubtaskState
-	// PrevParallelism is the vertex's parallelism in the checkpoint.
 	Reader state.StateReader
 }
 
