@@ -586,3 +586,68 @@ func TestPanickingTimestampFunctionFailsTask(t *testing.T) {
 	require.ErrorContains(t, err, "bad timestamp")
 	require.ErrorContains(t, err, "timestamps/watermarks")
 }
+
+// A processing-time timer that came due while the job was down fires as
+// soon as the job is restored from a savepoint.
+func TestProcessingTimerDueWhileDownFiresOnRestore(t *testing.T) {
+	dir := t.TempDir()
+	ch := make(chan event, 1)
+	fired := make(chan int64, 1)
+	build := func(opts ...weir.Option) *weir.Environment {
+		env := weir.NewEnvironment(append([]weir.Option{weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour})}, opts...)...)
+		src := weir.FromChannel(env, ch).WithCodec(eventCodec).UID("channel")
+		keyed := weir.KeyBy(src, func(e event) int64 { return e.Key }, codec.Int64())
+		out := weir.Process(keyed, func() weir.KeyedProcessFunction[int64, event, int64] { return &remindLater{} }).UID("remind")
+		weir.SinkFunc(out, func(ts int64) error {
+			select {
+			case fired <- ts:
+			default:
+			}
+			return nil
+		})
+		return env
+	}
+	job, err := build().Start(testCtx(t))
+	require.NoError(t, err)
+	ch <- event{Key: 1}
+	ch <- event{Key: 2} // the first one was processed: its timer is set
+	sp, err := job.StopWithSavepoint(testCtx(t), dir)
+	require.NoError(t, err)
+	_, err = job.Wait()
+	require.NoError(t, err)
+	select {
+	case <-fired:
+		t.Fatal("the timer fired before the job stopped")
+	default:
+	}
+	time.Sleep(remindAfter) // the timer comes due while no job runs
+
+	job, err = build(weir.WithRestoreFrom(sp)).Start(testCtx(t))
+	require.NoError(t, err)
+	select {
+	case ts := <-fired:
+		require.Less(t, ts, time.Now().UnixMilli())
+	case <-testCtx(t).Done():
+		t.Fatal("the restored timer did not fire")
+	}
+	job.Cancel()
+	_, err = job.Wait()
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+const remindAfter = 300 * time.Millisecond
+
+// remindLater sets a processing-time timer for each key's first value and
+// emits the timer's time when it fires.
+type remindLater struct{ rc *weir.RuntimeContext }
+
+func (f *remindLater) Open(rc *weir.RuntimeContext) error { f.rc = rc; return nil }
+
+func (f *remindLater) ProcessElement(_ int64, _ event, _ *weir.Collector[int64]) error {
+	return f.rc.Timers().RegisterProcessingTimeTimer(f.rc.Timers().CurrentProcessingTime() + remindAfter.Milliseconds())
+}
+
+func (f *remindLater) OnTimer(_ int64, ts int64, _ weir.TimeDomain, out *weir.Collector[int64]) error {
+	out.Emit(ts)
+	return nil
+}
