@@ -74,3 +74,42 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBaselineChannels is the keyed sum of BenchmarkJobInProcess
+// written by hand the way a Go program would without weir: a generator
+// goroutine, a summing goroutine with a map, a discarding goroutine, typed
+// channels of 1,024 values between them, one send per record. It is the
+// yardstick for the per-record cost of the runtime (no checkpoints, no
+// serialization, no flow control beyond the channels' capacity).
+func BenchmarkBaselineChannels(b *testing.B) {
+	b.ReportAllocs()
+	in := make(chan kv, 1024)
+	out := make(chan kv, 1024)
+	done := make(chan int64)
+	go func() {
+		for i := range int64(b.N) {
+			in <- kv{i & 1023, i}
+		}
+		close(in)
+	}()
+	go func() {
+		sums := make(map[int64]int64, 1024)
+		for x := range in {
+			s := sums[x.K] + x.V
+			sums[x.K] = s
+			out <- kv{x.K, s}
+		}
+		close(out)
+	}()
+	go func() {
+		var n int64
+		for range out {
+			n++
+		}
+		done <- n
+	}()
+	if n := <-done; n != int64(b.N) {
+		b.Fatalf("%d results, want %d", n, b.N)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
