@@ -362,38 +362,126 @@ func TestWindowSavepointRescale(t *testing.T) {
 	for _, wk := range windowKinds {
 		t.Run(wk.kind, func(t *testing.T) {
 			evs := outOfOrder(11, 12000, 9, 2, 30)
-			build := func(p int, opts ...weir.Option) (*weir.Environment, *weir.Collected[weir.Windowed[int64, event]], *atomic.Int64) {
-				var seen atomic.Int64
+			// pause > 0: every reader stops (waiting, not ending) after
+			// pause values, so the first job is mid-input when it stops.
+			build := func(p, pause int, paused *atomic.Int64, opts ...weir.Option) (*weir.Environment, *weir.Collected[weir.Windowed[int64, event]]) {
 				env := weir.NewEnvironment(append([]weir.Option{weir.WithParallelism(p), weir.WithBufferTimeout(time.Millisecond),
-					weir.WithAutoWatermarkInterval(5 * time.Millisecond)}, opts...)...)
-				src := weir.FromGenerator(env, int64(len(evs)), func(i int64) event { return evs[i] }, weir.Rate(40000)).
-					WithCodec(eventCodec).UID("source")
-				counted := weir.Map(src, func(e event) event { seen.Add(1); return e }).WithCodec(eventCodec)
-				ts := weir.AssignTimestamps(counted, weir.BoundedOutOfOrderness(30*time.Millisecond, func(e event) int64 { return e.TS }))
+					weir.WithAutoWatermarkInterval(5 * time.Millisecond),
+					weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour})}, opts...)...)
+				src := weir.FromPollingReader(env, "events", func(sub, par int) (weir.PollingReader[event], error) {
+					return &sliceReader{evs: evs, ps: []progression{{int64(sub), int64(par)}}, pause: pause, paused: paused}, nil
+				}).WithCodec(eventCodec).UID("source")
+				ts := weir.AssignTimestamps(src, weir.BoundedOutOfOrderness(30*time.Millisecond, func(e event) int64 { return e.TS }))
 				res := windowSums(ts, assigner(wk.kind, wk.size, wk.slide)).UID("windows")
 				got, sink := weir.Collect(res)
 				sink.UID("collect")
-				return env, got, &seen
+				return env, got
 			}
 			dir := t.TempDir()
-			env, _, seen := build(2, weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}))
+			var paused atomic.Int64
+			env, _ := build(2, len(evs)/6, &paused)
 			job, err := env.Start(testCtx(t))
 			require.NoError(t, err)
-			for seen.Load() < int64(len(evs))/3 {
+			for paused.Load() < 2 {
 				time.Sleep(time.Millisecond)
 			}
 			sp, err := job.StopWithSavepoint(testCtx(t), dir)
 			require.NoError(t, err)
 			_, err = job.Wait()
 			require.NoError(t, err)
-			require.Less(t, seen.Load(), int64(len(evs)), "the savepoint was taken mid-input")
 
-			env2, got, _ := build(3, weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}), weir.WithRestoreFrom(sp))
+			env2, got := build(3, 0, nil, weir.WithRestoreFrom(sp))
 			_, err = env2.Execute(testCtx(t))
 			require.NoError(t, err)
 			require.Equal(t, batchWindows(evs, wk.kind, wk.size, wk.slide), collectedWins(got.Values()))
 		})
 	}
+}
+
+// progression is the indices next, next+step, …
+type progression struct{ next, step int64 }
+
+// sliceReader reads evs at the indices of its progressions, round robin;
+// with pause > 0 it waits for ever after pause values. Its position (the
+// progressions) is checkpointed, and a restore at another parallelism
+// deals the old progressions out to the new readers.
+type sliceReader struct {
+	evs    []event
+	ps     []progression
+	cur    int
+	read   int
+	pause  int
+	paused *atomic.Int64
+}
+
+func (r *sliceReader) Poll() (event, weir.ReadStatus, error) {
+	if r.pause > 0 && r.read == r.pause {
+		r.read++
+		r.paused.Add(1)
+	}
+	if r.pause > 0 && r.read > r.pause {
+		return event{}, weir.NothingAvailable, nil
+	}
+	for len(r.ps) > 0 {
+		r.cur %= len(r.ps)
+		p := &r.ps[r.cur]
+		if p.next >= int64(len(r.evs)) {
+			r.ps = slices.Delete(r.ps, r.cur, r.cur+1)
+			continue
+		}
+		e := r.evs[p.next]
+		p.next += p.step
+		r.cur++
+		r.read++
+		return e, weir.Read, nil
+	}
+	return event{}, weir.EndOfInput, nil
+}
+
+func (r *sliceReader) Available() <-chan struct{} { return nil } // only when paused: never
+
+func (r *sliceReader) Position() ([]byte, error) {
+	var b []byte
+	for _, p := range r.ps {
+		b = codec.Int64().Append(codec.Int64().Append(b, p.next), p.step)
+	}
+	return b, nil
+}
+
+func decodeProgressions(pos []byte) ([]progression, error) {
+	if len(pos)%16 != 0 {
+		return nil, fmt.Errorf("position of %d bytes", len(pos))
+	}
+	var ps []progression
+	for ; len(pos) > 0; pos = pos[16:] {
+		n, _ := codec.Int64().Decode(pos[:8])
+		s, _ := codec.Int64().Decode(pos[8:16])
+		ps = append(ps, progression{n, s})
+	}
+	return ps, nil
+}
+
+func (r *sliceReader) Seek(pos []byte) (err error) {
+	r.ps, err = decodeProgressions(pos)
+	return err
+}
+
+func (r *sliceReader) Rescale(positions [][]byte, sub, par int) error {
+	r.ps = nil
+	k := 0
+	for _, pos := range positions {
+		ps, err := decodeProgressions(pos)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if k%par == sub {
+				r.ps = append(r.ps, p)
+			}
+			k++
+		}
+	}
+	return nil
 }
 
 // A source waiting for data keeps completing checkpoints; canceling the
