@@ -2,6 +2,7 @@ package weir
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/eventtime"
@@ -61,6 +62,7 @@ type PositionCommitter interface {
 // Poll.
 type Splits struct {
 	add, remove func(id string) error // the typed source operator's
+	backlog     func(id string, backlog bool)
 	err         error
 }
 
@@ -78,6 +80,18 @@ func (s *Splits) Add(id string) {
 func (s *Splits) Remove(id string) {
 	if s.err == nil {
 		s.err = s.remove(id)
+	}
+}
+
+// SetBacklog tells whether split id has records waiting to be read (read
+// from the broker but not returned by Poll yet, or known to be there):
+// while it has, the split's idleness timeout does not run, so a split
+// that is merely waiting its turn behind other splits, or behind a slow
+// operator, never turns idle and its records are not late. A split starts
+// without backlog. Unknown splits are ignored.
+func (s *Splits) SetBacklog(id string, backlog bool) {
+	if s.backlog != nil {
+		s.backlog(id, backlog)
 	}
 }
 
@@ -144,9 +158,35 @@ func (p *splitPoller[T]) Available() <-chan struct{} { return p.r.Available() }
 
 // split is one split's generator and its output into the multiplexer.
 type split struct {
-	id  string
-	gen eventtime.Generator
-	out *eventtime.SplitOutput
+	id    string
+	gen   eventtime.Generator
+	out   *eventtime.SplitOutput
+	clock pausableClock // of the split's idleness
+}
+
+// pausableClock is the wall clock minus the time it spent paused: the
+// clock of a split's idleness, paused while the split has a backlog.
+type pausableClock struct {
+	paused   bool
+	pausedAt time.Time
+	lost     time.Duration // paused so far, before pausedAt
+}
+
+func (c *pausableClock) now() time.Time {
+	if c.paused {
+		return c.pausedAt.Add(-c.lost)
+	}
+	return time.Now().Add(-c.lost)
+}
+
+func (c *pausableClock) pause(on bool) {
+	switch {
+	case on && !c.paused:
+		c.paused, c.pausedAt = true, time.Now()
+	case !on && c.paused:
+		c.paused = false
+		c.lost += time.Since(c.pausedAt)
+	}
 }
 
 // splitSourceOp drives a SplitReader: positions and Close as sourceOp,
@@ -180,7 +220,7 @@ func (o *splitSourceOp[T]) Open(ctx *task.OperatorContext) error {
 		return err
 	}
 	o.ctx, o.emit.ctx = ctx, ctx
-	o.reg = Splits{add: o.addSplit, remove: o.removeSplit}
+	o.reg = Splits{add: o.addSplit, remove: o.removeSplit, backlog: o.setBacklog}
 	if err := o.sr.Start(&o.reg); err != nil {
 		return o.fail(err)
 	}
@@ -206,11 +246,15 @@ func (o *splitSourceOp[T]) addSplit(id string) error {
 	if _, ok := o.index[id]; ok {
 		return fmt.Errorf("split %q added twice", id)
 	}
-	g, err := o.strategy.generator()
+	s := &split{id: id}
+	g, err := o.strategy.newGenerator()
+	if err == nil && o.strategy.idleness > 0 {
+		g, err = eventtime.NewIdleness(g, o.strategy.idleness, s.clock.now)
+	}
 	if err != nil {
 		return err
 	}
-	s := &split{id: id, gen: g}
+	s.gen = g
 	if o.mux != nil {
 		s.out = o.mux.Add()
 	}
@@ -237,6 +281,12 @@ func (o *splitSourceOp[T]) removeSplit(id string) error {
 		o.last = nil
 	}
 	return nil
+}
+
+func (o *splitSourceOp[T]) setBacklog(id string, backlog bool) {
+	if i, ok := o.index[id]; ok {
+		o.splits[i].clock.pause(backlog)
+	}
 }
 
 // startWatermarks creates the multiplexer over the splits the reader

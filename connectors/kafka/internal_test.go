@@ -29,7 +29,7 @@ func TestOwnerSpreadsPartitions(t *testing.T) {
 }
 
 func TestPositionRoundTrip(t *testing.T) {
-	ps := []*partition{{tp: tp{"a", 0}, next: 5, stop: noStop}, {tp: tp{"b", 3}, next: 0, stop: 10}}
+	ps := []*partition{{tp: tp{"a", 0}, next: 5, stop: noStop, end: -1}, {tp: tp{"b", 3}, next: 0, stop: 10, end: -1}}
 	got, started, err := decodePosition(encodePosition(ps, true))
 	require.NoError(t, err)
 	require.True(t, started)
@@ -54,7 +54,7 @@ func TestRescaleMovesPartitionsWithOffsets(t *testing.T) {
 			for p := range int32(rng.IntN(9)) {
 				k := tp{topic, p}
 				want[k] = rng.Int64N(1000)
-				byOwner[owner(k, oldPar)] = append(byOwner[owner(k, oldPar)], &partition{tp: k, next: want[k], stop: noStop})
+				byOwner[owner(k, oldPar)] = append(byOwner[owner(k, oldPar)], &partition{tp: k, next: want[k], stop: noStop, end: -1})
 			}
 		}
 		for i := range old {

@@ -62,7 +62,7 @@ func decodePosition(b []byte) (ps []*partition, started bool, err error) {
 		if len(b) < 2+l+20 {
 			return nil, false, errCorruptPosition
 		}
-		p := &partition{tp: tp{topic: string(b[2 : 2+l]), partition: int32(binary.BigEndian.Uint32(b[2+l:]))}}
+		p := &partition{tp: tp{topic: string(b[2 : 2+l]), partition: int32(binary.BigEndian.Uint32(b[2+l:]))}, end: -1}
 		p.next = int64(binary.BigEndian.Uint64(b[6+l:]))
 		p.stop = int64(binary.BigEndian.Uint64(b[14+l:]))
 		if p.next < 0 || p.stop < noStop || p.partition < 0 {

@@ -200,6 +200,12 @@ type partition struct {
 	next int64  // offset of the next record to read
 	stop int64  // bounded: read up to, excluding; noStop otherwise
 	done bool   // read to stop
+
+	// Backlog: records fetched but not read yet, and the end of the log
+	// as the last fetch saw it (-1: unknown).
+	pending int
+	end     int64
+	backlog bool // as told to the splits register
 }
 
 const noStop = -1
@@ -285,7 +291,7 @@ func (r *reader[T]) Start(splits *weir.Splits) error {
 		return err
 	}
 	for _, t := range fresh {
-		r.parts[t] = &partition{tp: t, next: offs[t], stop: noStop}
+		r.parts[t] = &partition{tp: t, next: offs[t], stop: noStop, end: -1}
 	}
 	if r.cfg.Bounded {
 		if err := r.resolveStops(ctx); err != nil {
@@ -475,14 +481,20 @@ func (r *reader[T]) Poll() (weir.SplitRecord[T], weir.ReadStatus, error) {
 				p = r.parts[tp{rec.Topic, rec.Partition}]
 				r.last = p
 			}
-			if p == nil || p.done || rec.Offset < p.next {
-				continue // not ours (any more), or seen
+			if p == nil {
+				continue // not ours (any more)
+			}
+			p.pending--
+			if p.done || rec.Offset < p.next {
+				r.updateBacklog(p)
+				continue // finished, or seen
 			}
 			if p.stop != noStop && rec.Offset >= p.stop {
 				r.done(p)
 				continue
 			}
 			p.next = rec.Offset + 1
+			r.updateBacklog(p)
 			end := p.stop != noStop && p.next >= p.stop
 			if end {
 				r.done(p) // its split goes at the next poll, after this record
@@ -568,8 +580,32 @@ func (r *reader[T]) take(fs kgo.Fetches) error {
 			err = fmt.Errorf("kafka: fetching topic %s partition %d: %w", topic, part, e)
 		}
 	})
-	fs.EachRecord(func(rec *kgo.Record) { r.batch = append(r.batch, rec) })
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		p := r.parts[tp{fp.Topic, fp.Partition}]
+		if p == nil {
+			return
+		}
+		if fp.Err == nil {
+			p.end = fp.HighWatermark
+			if !r.cfg.ReadUncommitted {
+				p.end = fp.LastStableOffset
+			}
+		}
+		p.pending += len(fp.Records)
+		r.batch = append(r.batch, fp.Records...)
+		r.updateBacklog(p)
+	})
 	return err
+}
+
+// updateBacklog tells the splits register whether p has records to read,
+// so that p does not turn idle while it waits its turn.
+func (r *reader[T]) updateBacklog(p *partition) {
+	b := !p.done && (p.pending > 0 || (p.end >= 0 && p.next < p.end))
+	if b != p.backlog {
+		p.backlog = b
+		r.splits.SetBacklog(p.id, b)
+	}
 }
 
 // Available starts a waiter that blocks in the client until records come;
@@ -631,7 +667,7 @@ func (r *reader[T]) discover(known map[tp]bool) {
 		r.mu.Lock()
 		for _, p := range fresh {
 			known[p] = true
-			r.mu.found = append(r.mu.found, &partition{tp: p, next: offs[p], stop: noStop})
+			r.mu.found = append(r.mu.found, &partition{tp: p, next: offs[p], stop: noStop, end: -1})
 		}
 		r.mu.Unlock()
 		r.log.Info("discovered partitions", zap.Int("count", len(fresh)))
