@@ -54,7 +54,6 @@ func TestExactlyOnceEndToEnd(t *testing.T) {
 	for _, tcp := range []bool{false, true} {
 		for p := 1; p <= 3; p++ {
 			t.Run(fmt.Sprintf("p%d/tcp=%v", p, tcp), func(t *testing.T) {
-				t.Parallel()
 				addrs := broker(t, map[string]int32{"clicks": 4, "counts": 3})
 				in := clicks(6000, 7)
 				produce(t, addrs, "clicks", 4, in, nil)
@@ -271,7 +270,8 @@ func TestPartitionDiscovery(t *testing.T) {
 	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond))
 	var n atomic.Int64
 	weir.SinkFunc(kafka.Source(env, kafka.SourceConfig[string]{Brokers: addrs, TopicPattern: "^t",
-		Deserializer: kafka.Values(strings2), DiscoveryInterval: 20 * time.Millisecond}), func(string) error { n.Add(1); return nil })
+		Deserializer: kafka.Values(strings2), DiscoveryInterval: 20 * time.Millisecond,
+		ClientOptions: []kgo.Opt{kgo.MetadataMinAge(10 * time.Millisecond)}}), func(string) error { n.Add(1); return nil })
 	j, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 	adm := admin(t, addrs)
