@@ -18,7 +18,7 @@ test-short:
 # Benchmarks of the data path, state and whole jobs. Compare with the
 # machine's limits: make limits
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./buffer/ ./network/... ./state/... ./codec/ .
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./buffer/ ./network/... ./state/... ./codec/ . ./connectors/kafka/
 
 limits:
 	$(GO) -C ../shared/bench/limits run .

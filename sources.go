@@ -117,7 +117,10 @@ func (p *nextPoller[T]) Available() <-chan struct{} { return nil }
 
 // reader returns the user's reader behind r, for its optional interfaces.
 func reader[T any](r PollingReader[T]) any {
-	if p, ok := r.(*nextPoller[T]); ok {
+	switch p := r.(type) {
+	case *nextPoller[T]:
+		return p.r
+	case *splitPoller[T]:
 		return p.r
 	}
 	return r
@@ -356,6 +359,12 @@ func (o *sourceOp[T]) SnapshotState(barrier.CheckpointID) error {
 	if err != nil {
 		return fmt.Errorf("weir: source %s: position: %w", o.name, err)
 	}
+	return o.savePosition(pos)
+}
+
+// savePosition stores the reader's position as the subtask's element of
+// the union state.
+func (o *sourceOp[T]) savePosition(pos []byte) error {
 	e := binary.BigEndian.AppendUint32(nil, uint32(o.subtask))
 	e = binary.BigEndian.AppendUint32(e, uint32(o.parallelism))
 	return o.pos.Update([][]byte{append(e, pos...)})

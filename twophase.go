@@ -3,6 +3,7 @@ package weir
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/weirstream/weir/barrier"
@@ -68,6 +69,7 @@ type twoPhaseOp[T, Txn any] struct {
 	open    bool
 	pending []pendingTxn[Txn]
 	st      *state.OperatorListState[[]byte]
+	last    barrier.CheckpointID // the last checkpoint taken (or restored)
 }
 
 // State element: checkpoint id (8 bytes, 0 = the open transaction) + txn.
@@ -82,6 +84,7 @@ func (o *twoPhaseOp[T, Txn]) Open(ctx *task.OperatorContext) error {
 		return err
 	}
 	o.st = st
+	o.last = ctx.RestoredID
 	if ctx.Restored {
 		elems, err := st.Get()
 		if err != nil {
@@ -116,7 +119,13 @@ func (o *twoPhaseOp[T, Txn]) Open(ctx *task.OperatorContext) error {
 }
 
 func (o *twoPhaseOp[T, Txn]) begin() error {
-	txn, err := o.c.Begin()
+	var txn Txn
+	var err error
+	if b, ok := o.c.(CheckpointBeginner[Txn]); ok {
+		txn, err = b.BeginAfter(o.last)
+	} else {
+		txn, err = o.c.Begin()
+	}
 	if err != nil {
 		return o.fail(fmt.Errorf("begin transaction: %w", err))
 	}
@@ -138,6 +147,7 @@ func (o *twoPhaseOp[T, Txn]) SnapshotState(id barrier.CheckpointID) error {
 	}
 	o.pending = append(o.pending, pendingTxn[Txn]{id: id, txn: o.current})
 	o.open = false
+	o.last = max(o.last, id)
 	if err := o.begin(); err != nil {
 		return err
 	}
@@ -192,12 +202,18 @@ func (o *twoPhaseOp[T, Txn]) Finish() error {
 	return nil
 }
 
+// Close aborts the open transaction, then closes the committer if it is
+// an io.Closer (final commits may still follow).
 func (o *twoPhaseOp[T, Txn]) Close() error {
+	var err error
 	if o.open {
 		o.open = false
-		return o.c.Abort(o.current)
+		err = o.c.Abort(o.current)
 	}
-	return nil
+	if c, ok := o.c.(io.Closer); ok {
+		err = errors.Join(err, c.Close())
+	}
+	return err
 }
 
 func (e *Environment) finalCommits() *jobmaster.FinalCommits {

@@ -34,6 +34,12 @@
 // coming. DedupOutput sits in front of the task's output so that only
 // rising watermarks and actual status changes reach the stream.
 //
+// A multiplexer (Multiplexer) combines the watermarks of a source
+// subtask's splits (Kafka partitions, shards), each made by its own
+// generator, into the subtask's watermark: the minimum over the active
+// splits, Idle when every split is idle or there is none (Flink's
+// WatermarkOutputMultiplexer). It is pure like the valve.
+//
 // # Driving a valve
 //
 // A Valve is a pure state machine: no goroutines, clocks or I/O inside,

@@ -1,0 +1,20 @@
+package weir
+
+import "github.com/weirstream/weir/barrier"
+
+// CheckpointBeginner is an optional interface of a TwoPhaseCommitter whose
+// transactions are named after checkpoints (a Kafka sink's transactional
+// ids): the sink calls BeginAfter instead of Begin, with the last
+// checkpoint taken before the new transaction (the one the job restored,
+// or 0 at a fresh start), so the transaction will be pre-committed at a
+// later one. After a failure, a committer can thus tell the transactions
+// of the restored checkpoint (named at or below it, committed by the sink)
+// from those a failed attempt left open (named above it, to be aborted).
+//
+// A TwoPhaseCommitter may also implement io.Closer: the sink closes it
+// when its task ends, after aborting the open transaction. Commit and
+// Abort may still be called after Close, for the commits at the end of
+// the job.
+type CheckpointBeginner[Txn any] interface {
+	BeginAfter(last barrier.CheckpointID) (Txn, error)
+}
