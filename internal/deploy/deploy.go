@@ -361,6 +361,11 @@ func (d *Deployment) Run(ctx context.Context, ended func(k state.TaskKey, err er
 	}
 	wg.Wait()
 	err := first
+	if err != nil && ctx.Err() != nil {
+		// Canceled from outside: what the tasks ran into while stopping
+		// (a connection closed under a dialling channel) is a consequence.
+		err = context.Cause(ctx)
+	}
 	if terr := d.net.teardown(ctx, err); err == nil {
 		err = terr
 	}
