@@ -38,7 +38,7 @@ func exchange(b *testing.B, n int, recSize int) {
 	pad := make([]byte, recSize-8)
 	go func() {
 		// The record encoder is one append of the value and one of the
-		// padding, like the ideal pipeline of the machine limits (row 4b).
+		// padding, close to BenchmarkIdealPipeline's key and value.
 		w, err := NewRecordWriter(p, WriterConfig[uint64]{Partitioning: Forward, Append: func(dst []byte, v uint64) []byte {
 			return append(binary.BigEndian.AppendUint64(dst, v), pad...)
 		}})
@@ -74,6 +74,74 @@ func exchange(b *testing.B, n int, recSize int) {
 func BenchmarkExchangeInProcess(b *testing.B) {
 	b.ReportAllocs()
 	exchange(b, b.N, 16)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// idealPoolSize is the number of buffers the ideal pipeline cycles
+// through, about the exchange benchmark's pool (2 + 8).
+const idealPoolSize = 8
+
+// idealRecord is the size of the ideal pipeline's records: two big-endian
+// uint64s, a key and a value derived from it.
+const idealRecord = 16
+
+// idealPipeline is the in-process exchange reduced to its physical work,
+// the yardstick BenchmarkExchangeInProcess is measured against: a producer
+// goroutine encodes n 16-byte records (u32 length + key + value) into
+// 32 KiB buffers taken from a fixed pool and hands each full buffer to the
+// calling goroutine over a channel; it decodes every record, checks its
+// length, sums keys and values and recycles the buffer. A record never
+// spans buffers, and nothing else is done: no locks but the channels', no
+// reference counts, no events, no statistics.
+func idealPipeline(b *testing.B, n int) {
+	free := make(chan []byte, idealPoolSize)
+	for range idealPoolSize {
+		free <- make([]byte, buffer.DefaultSegmentSize)
+	}
+	full := make(chan []byte, idealPoolSize)
+	const wire = lengthSize + idealRecord
+	go func() {
+		defer close(full)
+		for i := 0; i < n; {
+			seg := <-free
+			pos := 0
+			for ; i < n && len(seg)-pos >= wire; i++ {
+				rec := seg[pos : pos+wire]
+				binary.BigEndian.PutUint32(rec, idealRecord)
+				binary.BigEndian.PutUint64(rec[4:], uint64(i))
+				binary.BigEndian.PutUint64(rec[12:], 3*uint64(i))
+				pos += wire
+			}
+			full <- seg[:pos]
+		}
+	}()
+	var got, sum uint64
+	for data := range full {
+		for rest := data; len(rest) >= wire; rest = rest[wire:] {
+			if k := binary.BigEndian.Uint32(rest); k != idealRecord {
+				b.Fatalf("ideal pipeline: record length %d, want %d", k, idealRecord)
+			}
+			sum += binary.BigEndian.Uint64(rest[4:]) + binary.BigEndian.Uint64(rest[12:])
+			got++
+		}
+		if len(data)%wire != 0 {
+			b.Fatalf("ideal pipeline: %d trailing bytes", len(data)%wire)
+		}
+		free <- data[:cap(data)]
+	}
+	if want := 2 * uint64(n) * uint64(n-1); got != uint64(n) || sum != want {
+		b.Fatalf("ideal pipeline: got %d records (sum %d), want %d (sum %d)", got, sum, n, want)
+	}
+}
+
+// BenchmarkIdealPipeline is the ceiling for BenchmarkExchangeInProcess on
+// this machine: 16-byte records between two goroutines with nothing but
+// encoding, one channel send per 32 KiB buffer, decoding and recycling.
+// Compare the two in one run (make baseline); the machine is too noisy for
+// figures taken at different times to be compared.
+func BenchmarkIdealPipeline(b *testing.B) {
+	b.ReportAllocs()
+	idealPipeline(b, b.N)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
