@@ -172,6 +172,38 @@ func benchSerialize(b *testing.B, recSize int) {
 func BenchmarkSerialize16(b *testing.B)  { benchSerialize(b, 16) }
 func BenchmarkSerialize100(b *testing.B) { benchSerialize(b, 100) }
 
+// BenchmarkEmit16 is the producer's half of BenchmarkExchangeInProcess on
+// one goroutine: RecordWriter.Emit with the same encoder, the buffers
+// released as they fill.
+func BenchmarkEmit16(b *testing.B) {
+	g, _ := buffer.NewGlobalPool(buffer.Config{})
+	pool, _ := g.NewLocalPool(2, 4)
+	p, _ := NewResultPartition(newID(), "bench", 1, pool)
+	pad := make([]byte, 8)
+	w, err := NewRecordWriter(p, WriterConfig[uint64]{Partitioning: Forward, Append: func(dst []byte, v uint64) []byte {
+		return append(binary.BigEndian.AppendUint64(dst, v), pad...)
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sub := p.Subpartition(0)
+	b.ReportAllocs()
+	b.SetBytes(16 + lengthSize)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := w.Emit(uint64(i)); err != nil {
+			b.Fatal(err)
+		}
+		if i&1023 == 0 {
+			for r := sub.Poll(); r.Buffer != nil; r = sub.Poll() {
+				r.Buffer.Release()
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	p.Release()
+}
+
 func benchDeserialize(b *testing.B, recSize int) {
 	stream := make([]byte, 0, buffer.DefaultSegmentSize)
 	rec := make([]byte, recSize)

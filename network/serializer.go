@@ -3,6 +3,7 @@ package network
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/weirstream/weir/buffer"
 )
@@ -20,13 +21,41 @@ const DefaultMaxRecordSize = 64 << 20
 // record that does not fit continues at the start of the next buffer (its
 // length prefix may be split too).
 type builder struct {
-	buf *buffer.Buffer // current buffer, nil until the first record
-	seg []byte         // buf's whole segment
-	pos int            // bytes written into seg
+	seg     []byte         // buf's whole segment, nil without a buffer
+	pos     int            // bytes written into seg
+	records int64          // records written, for PartitionStats
+	buf     *buffer.Buffer // current buffer, nil until the first record
+	sub     int            // the subpartition's index
 }
 
 // room is the free space in the current buffer.
 func (b *builder) room() int { return len(b.seg) - b.pos }
+
+// dst returns the empty slice a record's encoding is appended to in place,
+// right after room for its length prefix, and false if not even one byte
+// of encoding fits.
+func (b *builder) dst() ([]byte, bool) {
+	start := b.pos + lengthSize
+	if start >= len(b.seg) {
+		return nil, false
+	}
+	return b.seg[start:start:len(b.seg)], true
+}
+
+// commit completes the record whose encoding out was appended to the slice
+// dst returned, if it was appended in place, and reports whether it was;
+// if not, nothing was written and the caller writes out across buffers.
+func (b *builder) commit(out []byte) bool {
+	start := b.pos + lengthSize
+	n := len(out)
+	if n > len(b.seg)-start || n > 0 && unsafe.SliceData(out) != unsafe.SliceData(b.seg[start:]) {
+		return false
+	}
+	binary.BigEndian.PutUint32(b.seg[b.pos:], uint32(n))
+	b.pos = start + n
+	b.records++
+	return true
+}
 
 // DeserializeError reports a corrupt record stream on one channel.
 type DeserializeError struct {
