@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/network/wire"
@@ -73,8 +74,25 @@ func exchange(b *testing.B, n int, recSize int) {
 // 16-byte records through the real partition, gate and deserializer.
 func BenchmarkExchangeInProcess(b *testing.B) {
 	b.ReportAllocs()
+	cpu := startCPU()
 	exchange(b, b.N, 16)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
+}
+
+// cpuMeter measures the process's CPU time over a benchmark: on a machine
+// shared with other work the wall time per operation varies with their
+// load, the CPU time the benchmark spends much less.
+type cpuMeter time.Duration
+
+func startCPU() cpuMeter { return cpuMeter(processCPU()) }
+
+// report adds the CPU time per operation (both goroutines', the runtime's
+// included) as the metric cpu-ns/op.
+func (m cpuMeter) report(b *testing.B) {
+	if used := processCPU() - time.Duration(m); used > 0 {
+		b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
 }
 
 // idealPoolSize is the number of buffers the ideal pipeline cycles
@@ -141,8 +159,10 @@ func idealPipeline(b *testing.B, n int) {
 // figures taken at different times to be compared.
 func BenchmarkIdealPipeline(b *testing.B) {
 	b.ReportAllocs()
+	cpu := startCPU()
 	idealPipeline(b, b.N)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
 }
 
 func benchSerialize(b *testing.B, recSize int) {
