@@ -82,7 +82,8 @@ func BenchmarkExchangeInProcess(b *testing.B) {
 
 // cpuMeter measures the process's CPU time over a benchmark: on a machine
 // shared with other work the wall time per operation varies with their
-// load, the CPU time the benchmark spends much less.
+// load, the CPU time the benchmark spends much less (steadiest with
+// -cpu 1, where the goroutines take turns on one thread).
 type cpuMeter time.Duration
 
 func startCPU() cpuMeter { return cpuMeter(processCPU()) }
@@ -174,6 +175,7 @@ func benchSerialize(b *testing.B, recSize int) {
 	b.ReportAllocs()
 	b.SetBytes(int64(recSize + lengthSize))
 	b.ResetTimer()
+	cpu := startCPU()
 	for i := 0; i < b.N; i++ {
 		binary.BigEndian.PutUint64(rec, uint64(i))
 		if err := p.Write(0, rec); err != nil {
@@ -186,6 +188,7 @@ func benchSerialize(b *testing.B, recSize int) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
 	p.Release()
 }
 
@@ -210,6 +213,7 @@ func BenchmarkEmit16(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(16 + lengthSize)
 	b.ResetTimer()
+	cpu := startCPU()
 	for i := 0; i < b.N; i++ {
 		if err := w.Emit(uint64(i)); err != nil {
 			b.Fatal(err)
@@ -221,6 +225,7 @@ func BenchmarkEmit16(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
 	p.Release()
 }
 
@@ -237,6 +242,7 @@ func benchDeserialize(b *testing.B, recSize int) {
 	b.ReportAllocs()
 	b.SetBytes(int64(recSize + lengthSize))
 	b.ResetTimer()
+	cpu := startCPU()
 	for n := 0; n < b.N; {
 		d.SetBuffer(buffer.Wrap(stream, buffer.Data))
 		for {
@@ -248,6 +254,7 @@ func benchDeserialize(b *testing.B, recSize int) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
 }
 
 func BenchmarkDeserialize16(b *testing.B)  { benchDeserialize(b, 16) }

@@ -3,7 +3,6 @@ package network
 import (
 	"encoding/binary"
 	"fmt"
-	"unsafe"
 
 	"github.com/weirstream/weir/buffer"
 )
@@ -35,24 +34,23 @@ func (b *builder) room() int { return len(b.seg) - b.pos }
 // right after room for its length prefix, and false if not even one byte
 // of encoding fits.
 func (b *builder) dst() ([]byte, bool) {
-	start := b.pos + lengthSize
-	if start >= len(b.seg) {
+	seg, start := b.seg, b.pos+lengthSize
+	if start >= len(seg) {
 		return nil, false
 	}
-	return b.seg[start:start:len(b.seg)], true
+	return seg[start:start:len(seg)], true
 }
 
 // commit completes the record whose encoding out was appended to the slice
 // dst returned, if it was appended in place, and reports whether it was;
 // if not, nothing was written and the caller writes out across buffers.
 func (b *builder) commit(out []byte) bool {
-	start := b.pos + lengthSize
-	n := len(out)
-	if n > len(b.seg)-start || n > 0 && unsafe.SliceData(out) != unsafe.SliceData(b.seg[start:]) {
+	seg, pos, n := b.seg, b.pos, len(out)
+	if n > len(seg)-pos-lengthSize || n > 0 && &out[0] != &seg[pos+lengthSize] {
 		return false
 	}
-	binary.BigEndian.PutUint32(b.seg[b.pos:], uint32(n))
-	b.pos = start + n
+	binary.BigEndian.PutUint32(seg[pos:pos+lengthSize], uint32(n))
+	b.pos = pos + lengthSize + n
 	b.records++
 	return true
 }
