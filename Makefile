@@ -1,7 +1,10 @@
 GO ?= go
+# bash with pipefail: a failing command piped into a filter fails the recipe.
+SHELL := bash
+.SHELLFLAGS := -o pipefail -c
 PKGS := ./...
 
-.PHONY: all build test test-short bench lint run fuzz limits
+.PHONY: all build test test-short bench baseline lint run fuzz
 
 all: lint build test
 
@@ -15,13 +18,29 @@ test:
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-# Benchmarks of the data path, state and whole jobs. Compare with the
-# machine's limits: make limits
+# Benchmarks of the data path, state and whole jobs, with the in-repo
+# baselines among them; the last line is the in-process exchange's ratio to
+# the ideal pipeline measured in the same run.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./buffer/ ./network/... ./state/... ./codec/ . ./connectors/kafka/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./buffer/ ./network/... ./state/... ./codec/ ./eventtime/... . ./connectors/kafka/ | awk -f scripts/ratio.awk
 
-limits:
-	$(GO) -C ../shared/bench/limits run .
+# The in-repo baselines, what the data path is measured against on this
+# machine: BenchmarkIdealPipeline (the in-process exchange reduced to
+# encoding, one channel send per 32 KiB buffer and decoding) alternated with
+# BenchmarkExchangeInProcess BASELINE_COUNT times from one test binary, so
+# load from others on a shared machine hits both alike, then the ratio of
+# their medians; then the root package's BenchmarkBaseline* benchmarks.
+BASELINE_COUNT ?= 6
+
+baseline:
+	@mkdir -p bin
+	$(GO) test -c -o bin/network.test ./network/
+	@cd network && for i in $$(seq $(BASELINE_COUNT)); do \
+		for b in IdealPipeline ExchangeInProcess; do \
+			../bin/network.test -test.run '^$$' -test.bench "^Benchmark$$b\$$" -test.benchmem || exit 1; \
+		done; \
+	done | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\)' | awk -f ../scripts/ratio.awk
+	$(GO) test -run '^$$' -bench '^BenchmarkBaseline' -benchmem .
 
 lint:
 	$(GO) vet $(PKGS)

@@ -69,4 +69,22 @@ func TestNoAllocs(t *testing.T) {
 	requireNoAllocs(t, "pair long string append", func() { buf = psi.Append(buf[:0], codec.Pair[string, int64]{long, 2}) })
 	requireNoAllocs(t, "slice append", func() { buf = sl.Append(buf[:0], []string{"a", long}) })
 	requireNoAllocs(t, "hash64", func() { sinkHash = codec.Hash64(enc16) })
+
+	type rec struct{ K, V int64 }
+	var (
+		s2 codec.Codec[rec] = codec.Struct2(
+			codec.Int64(), func(r rec) int64 { return r.K },
+			codec.Int64(), func(r rec) int64 { return r.V },
+			func(k, v int64) rec { return rec{k, v} })
+		tri codec.Codec[codec.Triple[int32, bool, float64]] = codec.TripleOf(codec.Int32(), codec.Bool(), codec.Float64())
+		sli codec.Codec[[]int64]                            = codec.Slice(codec.Int64())
+		st  codec.Triple[int32, bool, float64]
+	)
+	enc13 := tri.Append(nil, codec.Triple[int32, bool, float64]{First: 1, Second: true, Third: 2})
+	requireNoAllocs(t, "struct2 int64 int64 append", func() { buf = s2.Append(buf[:0], rec{1, 2}) })
+	requireNoAllocs(t, "struct2 int64 int64 decode", func() { r, err := s2.Decode(enc16); sinkI64, sinkErr = r.V, err })
+	requireNoAllocs(t, "triple int32 bool float64 append", func() { buf = tri.Append(buf[:0], st) })
+	requireNoAllocs(t, "triple int32 bool float64 decode", func() { v, err := tri.Decode(enc13); sinkI64, sinkErr = int64(v.First), err })
+	ints := []int64{1, 2}
+	requireNoAllocs(t, "slice int64 append", func() { buf = sli.Append(buf[:0], ints) })
 }

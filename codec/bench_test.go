@@ -62,3 +62,54 @@ func BenchmarkHash64(b *testing.B) {
 	}
 	reportRecords(b)
 }
+
+// kv is the keyed benchmark job's record: two int64 fields.
+type kv struct{ K, V int64 }
+
+func BenchmarkStruct2Int64Int64(b *testing.B) {
+	c := codec.Struct2(
+		codec.Int64(), func(x kv) int64 { return x.K },
+		codec.Int64(), func(x kv) int64 { return x.V },
+		func(k, v int64) kv { return kv{k, v} })
+	benchCodec(b, codec.Codec[kv](c), kv{K: 12345, V: -7})
+}
+
+func BenchmarkStruct2StringInt64(b *testing.B) {
+	c := codec.Struct2(
+		codec.String(), func(w WordCount) string { return w.Word },
+		codec.Int64(), func(w WordCount) int64 { return w.Count },
+		func(word string, count int64) WordCount { return WordCount{word, count} })
+	benchCodec(b, codec.Codec[WordCount](c), WordCount{"word", 42})
+}
+
+// reading is a record of mixed fixed-size fields.
+type reading struct {
+	Sensor uint32
+	At     int64
+	Value  float64
+	Valid  bool
+}
+
+func BenchmarkStruct4Fixed(b *testing.B) {
+	c := codec.Struct4(
+		codec.Uint32(), func(r reading) uint32 { return r.Sensor },
+		codec.Int64(), func(r reading) int64 { return r.At },
+		codec.Float64(), func(r reading) float64 { return r.Value },
+		codec.Bool(), func(r reading) bool { return r.Valid },
+		func(s uint32, at int64, v float64, ok bool) reading { return reading{s, at, v, ok} })
+	benchCodec(b, codec.Codec[reading](c), reading{7, 1 << 40, 21.5, true})
+}
+
+func BenchmarkTripleInt32StringFloat32(b *testing.B) {
+	type T = codec.Triple[int32, string, float32]
+	c := codec.TripleOf(codec.Int32(), codec.String(), codec.Float32())
+	benchCodec(b, codec.Codec[T](c), T{First: 3, Second: "sensor-3", Third: 0.5})
+}
+
+func BenchmarkSliceInt64(b *testing.B) {
+	v := make([]int64, 16)
+	for i := range v {
+		v[i] = int64(i) * 1000
+	}
+	benchCodec(b, codec.Codec[[]int64](codec.Slice(codec.Int64())), v)
+}

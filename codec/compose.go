@@ -38,23 +38,37 @@ func sumFixed(sizes ...int) int {
 	return sum
 }
 
-// part is one component of a composite encoding: its codec and fixed size
-// (-1 when variable), looked up once at construction.
+// part is one component of a composite encoding: its codec, fixed size
+// (-1 when variable) and which built-in codec it is, looked up once at
+// construction.
 type part[T any] struct {
-	c     Codec[T]
-	fixed int
+	c       Codec[T]
+	fixed   int
+	builtin builtin
 }
 
 func newPart[T any](c Codec[T], ctor, which string) part[T] {
 	if c == nil {
 		panic("codec: " + ctor + ": nil codec for " + which)
 	}
-	return part[T]{c: c, fixed: fixedSize(c)}
+	return part[T]{c: c, fixed: fixedSize(c), builtin: builtinOf(c)}
 }
 
 // appendInner appends v as a component that is followed by others: as-is
-// if its codec has a fixed size, else behind a uvarint length.
-func (p part[T]) appendInner(dst []byte, v T) []byte {
+// if its codec has a fixed size, else behind a uvarint length. Composite
+// codecs try appendFast first.
+func (p *part[T]) appendInner(dst []byte, v T) []byte {
+	if out, ok := p.appendFast(dst, v); ok {
+		return out
+	}
+	if s, ok := p.bytesOf(v); ok {
+		if n := len(s); n < 0x80 {
+			dst = append(dst, byte(n))
+		} else {
+			dst = binary.AppendUvarint(dst, uint64(n))
+		}
+		return append(dst, s...)
+	}
 	if p.fixed > 0 {
 		return p.c.Append(dst, v)
 	}
@@ -75,9 +89,25 @@ func (p part[T]) appendInner(dst []byte, v T) []byte {
 	return dst
 }
 
+// appendLast appends v as the last component: as-is. Composite codecs try
+// appendFast first.
+func (p *part[T]) appendLast(dst []byte, v T) []byte {
+	if out, ok := p.appendFast(dst, v); ok {
+		return out
+	}
+	if s, ok := p.bytesOf(v); ok {
+		return append(dst, s...)
+	}
+	return p.c.Append(dst, v)
+}
+
 // decodeInner decodes the component at the start of src written by
-// appendInner and returns the bytes after it.
-func (p part[T]) decodeInner(src []byte) (T, []byte, error) {
+// appendInner and returns the bytes after it. Composite codecs try
+// decodeFast first.
+func (p *part[T]) decodeInner(src []byte) (T, []byte, error) {
+	if v, rest, ok := p.decodeFast(src); ok {
+		return v, rest, nil
+	}
 	var zero T
 	var b []byte
 	if p.fixed > 0 {
@@ -96,11 +126,27 @@ func (p part[T]) decodeInner(src []byte) (T, []byte, error) {
 		}
 		b, src = src[:n], src[n:]
 	}
+	if v, ok := p.decodeBytes(b); ok {
+		return v, src, nil
+	}
 	v, err := p.c.Decode(b)
 	if err != nil {
 		return zero, nil, err
 	}
 	return v, src, nil
+}
+
+// decodeLast decodes the last component, which occupies all of src.
+// Composite codecs try decodeFast first (and check that it used all of
+// src).
+func (p *part[T]) decodeLast(src []byte) (T, error) {
+	if v, rest, ok := p.decodeFast(src); ok && len(rest) == 0 {
+		return v, nil
+	}
+	if v, ok := p.decodeBytes(src); ok {
+		return v, nil
+	}
+	return p.c.Decode(src)
 }
 
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
@@ -134,7 +180,12 @@ type Pair[A, B any] struct {
 
 // PairCodec encodes a Pair: First as a component (see the package doc),
 // then Second in the remaining bytes.
-type PairCodec[A, B any] struct {
+type PairCodec[A, B any] struct{ *pairParts[A, B] }
+
+// pairParts is a PairCodec's state. A composite codec is one pointer, so
+// a call through the Codec interface passes it in a register instead of
+// copying its parts.
+type pairParts[A, B any] struct {
 	a part[A]
 	b part[B]
 }
@@ -142,23 +193,34 @@ type PairCodec[A, B any] struct {
 // PairOf returns the codec for Pair[A, B] built from a codec for each
 // component. It panics if a codec is nil.
 func PairOf[A, B any](a Codec[A], b Codec[B]) PairCodec[A, B] {
-	return PairCodec[A, B]{a: newPart(a, "PairOf", "first"), b: newPart(b, "PairOf", "second")}
+	return PairCodec[A, B]{&pairParts[A, B]{a: newPart(a, "PairOf", "first"), b: newPart(b, "PairOf", "second")}}
 }
 
 // Append appends the encoding of v to dst.
 func (c PairCodec[A, B]) Append(dst []byte, v Pair[A, B]) []byte {
-	dst = c.a.appendInner(dst, v.First)
-	return c.b.c.Append(dst, v.Second)
+	dst, ok := c.a.appendFast(dst, v.First)
+	if !ok {
+		dst = c.a.appendInner(dst, v.First)
+	}
+	if out, ok := c.b.appendFast(dst, v.Second); ok {
+		return out
+	}
+	return c.b.appendLast(dst, v.Second)
 }
 
 // Decode decodes a Pair that occupies all of src.
 func (c PairCodec[A, B]) Decode(src []byte) (Pair[A, B], error) {
 	var v Pair[A, B]
+	var ok bool
 	var err error
-	if v.First, src, err = c.a.decodeInner(src); err != nil {
-		return Pair[A, B]{}, component("pair", "first", err)
+	if v.First, src, ok = c.a.decodeFast(src); !ok {
+		if v.First, src, err = c.a.decodeInner(src); err != nil {
+			return Pair[A, B]{}, component("pair", "first", err)
+		}
 	}
-	if v.Second, err = c.b.c.Decode(src); err != nil {
+	if x, rest, ok := c.b.decodeFast(src); ok && len(rest) == 0 {
+		v.Second = x
+	} else if v.Second, err = c.b.decodeLast(src); err != nil {
 		return Pair[A, B]{}, component("pair", "second", err)
 	}
 	return v, nil
@@ -177,7 +239,9 @@ type Triple[A, B, C any] struct {
 
 // TripleCodec encodes a Triple: First and Second as components (see the
 // package doc), then Third in the remaining bytes.
-type TripleCodec[A, B, C any] struct {
+type TripleCodec[A, B, C any] struct{ *tripleParts[A, B, C] }
+
+type tripleParts[A, B, C any] struct {
 	a part[A]
 	b part[B]
 	c part[C]
@@ -186,31 +250,46 @@ type TripleCodec[A, B, C any] struct {
 // TripleOf returns the codec for Triple[A, B, C] built from a codec for
 // each component. It panics if a codec is nil.
 func TripleOf[A, B, C any](a Codec[A], b Codec[B], c Codec[C]) TripleCodec[A, B, C] {
-	return TripleCodec[A, B, C]{
+	return TripleCodec[A, B, C]{&tripleParts[A, B, C]{
 		a: newPart(a, "TripleOf", "first"),
 		b: newPart(b, "TripleOf", "second"),
 		c: newPart(c, "TripleOf", "third"),
-	}
+	}}
 }
 
 // Append appends the encoding of v to dst.
 func (c TripleCodec[A, B, C]) Append(dst []byte, v Triple[A, B, C]) []byte {
-	dst = c.a.appendInner(dst, v.First)
-	dst = c.b.appendInner(dst, v.Second)
-	return c.c.c.Append(dst, v.Third)
+	dst, ok := c.a.appendFast(dst, v.First)
+	if !ok {
+		dst = c.a.appendInner(dst, v.First)
+	}
+	if dst, ok = c.b.appendFast(dst, v.Second); !ok {
+		dst = c.b.appendInner(dst, v.Second)
+	}
+	if out, ok := c.c.appendFast(dst, v.Third); ok {
+		return out
+	}
+	return c.c.appendLast(dst, v.Third)
 }
 
 // Decode decodes a Triple that occupies all of src.
 func (c TripleCodec[A, B, C]) Decode(src []byte) (Triple[A, B, C], error) {
 	var v Triple[A, B, C]
+	var ok bool
 	var err error
-	if v.First, src, err = c.a.decodeInner(src); err != nil {
-		return Triple[A, B, C]{}, component("triple", "first", err)
+	if v.First, src, ok = c.a.decodeFast(src); !ok {
+		if v.First, src, err = c.a.decodeInner(src); err != nil {
+			return Triple[A, B, C]{}, component("triple", "first", err)
+		}
 	}
-	if v.Second, src, err = c.b.decodeInner(src); err != nil {
-		return Triple[A, B, C]{}, component("triple", "second", err)
+	if v.Second, src, ok = c.b.decodeFast(src); !ok {
+		if v.Second, src, err = c.b.decodeInner(src); err != nil {
+			return Triple[A, B, C]{}, component("triple", "second", err)
+		}
 	}
-	if v.Third, err = c.c.c.Decode(src); err != nil {
+	if x, rest, ok := c.c.decodeFast(src); ok && len(rest) == 0 {
+		v.Third = x
+	} else if v.Third, err = c.c.decodeLast(src); err != nil {
 		return Triple[A, B, C]{}, component("triple", "third", err)
 	}
 	return v, nil
@@ -223,7 +302,9 @@ func (c TripleCodec[A, B, C]) FixedSize() int {
 }
 
 // Struct2Codec encodes a T as two fields, laid out like a Pair.
-type Struct2Codec[T, A, B any] struct {
+type Struct2Codec[T, A, B any] struct{ *struct2Parts[T, A, B] }
+
+type struct2Parts[T, A, B any] struct {
 	a     part[A]
 	getA  func(T) A
 	b     part[B]
@@ -238,29 +319,42 @@ func Struct2[T, A, B any](a Codec[A], getA func(T) A, b Codec[B], getB func(T) B
 	if getA == nil || getB == nil || build == nil {
 		panic("codec: Struct2: nil func")
 	}
-	return Struct2Codec[T, A, B]{
+	return Struct2Codec[T, A, B]{&struct2Parts[T, A, B]{
 		a: newPart(a, "Struct2", "field 1"), getA: getA,
 		b: newPart(b, "Struct2", "field 2"), getB: getB,
 		build: build,
-	}
+	}}
 }
 
 // Append appends the encoding of v to dst.
 func (c Struct2Codec[T, A, B]) Append(dst []byte, v T) []byte {
-	dst = c.a.appendInner(dst, c.getA(v))
-	return c.b.c.Append(dst, c.getB(v))
+	a := c.getA(v)
+	dst, ok := c.a.appendFast(dst, a)
+	if !ok {
+		dst = c.a.appendInner(dst, a)
+	}
+	b := c.getB(v)
+	if out, ok := c.b.appendFast(dst, b); ok {
+		return out
+	}
+	return c.b.appendLast(dst, b)
 }
 
 // Decode decodes a T that occupies all of src.
 func (c Struct2Codec[T, A, B]) Decode(src []byte) (T, error) {
 	var zero T
-	a, src, err := c.a.decodeInner(src)
-	if err != nil {
-		return zero, component("struct2", "field 1", err)
+	var err error
+	a, src, ok := c.a.decodeFast(src)
+	if !ok {
+		if a, src, err = c.a.decodeInner(src); err != nil {
+			return zero, component("struct2", "field 1", err)
+		}
 	}
-	b, err := c.b.c.Decode(src)
-	if err != nil {
-		return zero, component("struct2", "field 2", err)
+	b, rest, ok := c.b.decodeFast(src)
+	if !ok || len(rest) != 0 {
+		if b, err = c.b.decodeLast(src); err != nil {
+			return zero, component("struct2", "field 2", err)
+		}
 	}
 	return c.build(a, b), nil
 }
@@ -270,7 +364,9 @@ func (c Struct2Codec[T, A, B]) Decode(src []byte) (T, error) {
 func (c Struct2Codec[T, A, B]) FixedSize() int { return sumFixed(c.a.fixed, c.b.fixed) }
 
 // Struct3Codec encodes a T as three fields, laid out like a Triple.
-type Struct3Codec[T, A, B, C any] struct {
+type Struct3Codec[T, A, B, C any] struct{ *struct3Parts[T, A, B, C] }
+
+type struct3Parts[T, A, B, C any] struct {
 	a     part[A]
 	getA  func(T) A
 	b     part[B]
@@ -286,35 +382,53 @@ func Struct3[T, A, B, C any](a Codec[A], getA func(T) A, b Codec[B], getB func(T
 	if getA == nil || getB == nil || getC == nil || build == nil {
 		panic("codec: Struct3: nil func")
 	}
-	return Struct3Codec[T, A, B, C]{
+	return Struct3Codec[T, A, B, C]{&struct3Parts[T, A, B, C]{
 		a: newPart(a, "Struct3", "field 1"), getA: getA,
 		b: newPart(b, "Struct3", "field 2"), getB: getB,
 		c: newPart(c, "Struct3", "field 3"), getC: getC,
 		build: build,
-	}
+	}}
 }
 
 // Append appends the encoding of v to dst.
 func (c Struct3Codec[T, A, B, C]) Append(dst []byte, v T) []byte {
-	dst = c.a.appendInner(dst, c.getA(v))
-	dst = c.b.appendInner(dst, c.getB(v))
-	return c.c.c.Append(dst, c.getC(v))
+	a := c.getA(v)
+	dst, ok := c.a.appendFast(dst, a)
+	if !ok {
+		dst = c.a.appendInner(dst, a)
+	}
+	b := c.getB(v)
+	if dst, ok = c.b.appendFast(dst, b); !ok {
+		dst = c.b.appendInner(dst, b)
+	}
+	cv := c.getC(v)
+	if out, ok := c.c.appendFast(dst, cv); ok {
+		return out
+	}
+	return c.c.appendLast(dst, cv)
 }
 
 // Decode decodes a T that occupies all of src.
 func (c Struct3Codec[T, A, B, C]) Decode(src []byte) (T, error) {
 	var zero T
-	a, src, err := c.a.decodeInner(src)
-	if err != nil {
-		return zero, component("struct3", "field 1", err)
+	var err error
+	a, src, ok := c.a.decodeFast(src)
+	if !ok {
+		if a, src, err = c.a.decodeInner(src); err != nil {
+			return zero, component("struct3", "field 1", err)
+		}
 	}
-	b, src, err := c.b.decodeInner(src)
-	if err != nil {
-		return zero, component("struct3", "field 2", err)
+	b, src, ok := c.b.decodeFast(src)
+	if !ok {
+		if b, src, err = c.b.decodeInner(src); err != nil {
+			return zero, component("struct3", "field 2", err)
+		}
 	}
-	cv, err := c.c.c.Decode(src)
-	if err != nil {
-		return zero, component("struct3", "field 3", err)
+	cv, rest, ok := c.c.decodeFast(src)
+	if !ok || len(rest) != 0 {
+		if cv, err = c.c.decodeLast(src); err != nil {
+			return zero, component("struct3", "field 3", err)
+		}
 	}
 	return c.build(a, b, cv), nil
 }
@@ -328,6 +442,10 @@ func (c Struct3Codec[T, A, B, C]) FixedSize() int {
 // Struct4Codec encodes a T as four fields: the first three as components
 // (see the package doc), the fourth in the remaining bytes.
 type Struct4Codec[T, A, B, C, D any] struct {
+	*struct4Parts[T, A, B, C, D]
+}
+
+type struct4Parts[T, A, B, C, D any] struct {
 	a     part[A]
 	getA  func(T) A
 	b     part[B]
@@ -344,41 +462,64 @@ func Struct4[T, A, B, C, D any](a Codec[A], getA func(T) A, b Codec[B], getB fun
 	if getA == nil || getB == nil || getC == nil || getD == nil || build == nil {
 		panic("codec: Struct4: nil func")
 	}
-	return Struct4Codec[T, A, B, C, D]{
+	return Struct4Codec[T, A, B, C, D]{&struct4Parts[T, A, B, C, D]{
 		a: newPart(a, "Struct4", "field 1"), getA: getA,
 		b: newPart(b, "Struct4", "field 2"), getB: getB,
 		c: newPart(c, "Struct4", "field 3"), getC: getC,
 		d: newPart(d, "Struct4", "field 4"), getD: getD,
 		build: build,
-	}
+	}}
 }
 
 // Append appends the encoding of v to dst.
 func (c Struct4Codec[T, A, B, C, D]) Append(dst []byte, v T) []byte {
-	dst = c.a.appendInner(dst, c.getA(v))
-	dst = c.b.appendInner(dst, c.getB(v))
-	dst = c.c.appendInner(dst, c.getC(v))
-	return c.d.c.Append(dst, c.getD(v))
+	a := c.getA(v)
+	dst, ok := c.a.appendFast(dst, a)
+	if !ok {
+		dst = c.a.appendInner(dst, a)
+	}
+	b := c.getB(v)
+	if dst, ok = c.b.appendFast(dst, b); !ok {
+		dst = c.b.appendInner(dst, b)
+	}
+	cv := c.getC(v)
+	if dst, ok = c.c.appendFast(dst, cv); !ok {
+		dst = c.c.appendInner(dst, cv)
+	}
+	d := c.getD(v)
+	if out, ok := c.d.appendFast(dst, d); ok {
+		return out
+	}
+	return c.d.appendLast(dst, d)
 }
 
 // Decode decodes a T that occupies all of src.
 func (c Struct4Codec[T, A, B, C, D]) Decode(src []byte) (T, error) {
 	var zero T
-	a, src, err := c.a.decodeInner(src)
-	if err != nil {
-		return zero, component("struct4", "field 1", err)
+	var err error
+	a, src, ok := c.a.decodeFast(src)
+	if !ok {
+		if a, src, err = c.a.decodeInner(src); err != nil {
+			return zero, component("struct4", "field 1", err)
+		}
 	}
-	b, src, err := c.b.decodeInner(src)
-	if err != nil {
-		return zero, component("struct4", "field 2", err)
+	b, src, ok := c.b.decodeFast(src)
+	if !ok {
+		if b, src, err = c.b.decodeInner(src); err != nil {
+			return zero, component("struct4", "field 2", err)
+		}
 	}
-	cv, src, err := c.c.decodeInner(src)
-	if err != nil {
-		return zero, component("struct4", "field 3", err)
+	cv, src, ok := c.c.decodeFast(src)
+	if !ok {
+		if cv, src, err = c.c.decodeInner(src); err != nil {
+			return zero, component("struct4", "field 3", err)
+		}
 	}
-	d, err := c.d.c.Decode(src)
-	if err != nil {
-		return zero, component("struct4", "field 4", err)
+	d, rest, ok := c.d.decodeFast(src)
+	if !ok || len(rest) != 0 {
+		if d, err = c.d.decodeLast(src); err != nil {
+			return zero, component("struct4", "field 4", err)
+		}
 	}
 	return c.build(a, b, cv, d), nil
 }
@@ -414,14 +555,16 @@ func (c FuncCodec[T]) Decode(src []byte) (T, error) { return c.decode(src) }
 
 // SliceCodec encodes a []T as a uvarint element count followed by the
 // elements, each as a component (see the package doc).
-type SliceCodec[T any] struct {
+type SliceCodec[T any] struct{ *sliceParts[T] }
+
+type sliceParts[T any] struct {
 	elem part[T]
 }
 
 // Slice returns the codec for []T built from a codec for its elements. It
 // panics if elem is nil.
 func Slice[T any](elem Codec[T]) SliceCodec[T] {
-	return SliceCodec[T]{elem: newPart(elem, "Slice", "elements")}
+	return SliceCodec[T]{&sliceParts[T]{elem: newPart(elem, "Slice", "elements")}}
 }
 
 // Append appends the encoding of v to dst. Nil and empty slices encode

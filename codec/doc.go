@@ -25,6 +25,12 @@
 // elements, each written like a non-last component. Func turns a pair of
 // hand-written functions into a Codec.
 //
+// A composite codec writes and reads the components of the built-in codecs
+// itself, inline, so a composite of fixed-size built-in codecs makes no call
+// per component (Struct2..4 still call their field functions); other
+// components are called through the Codec interface. A composite codec
+// value is one pointer, cheap to pass and to call through the interface.
+//
 // # Strictness and stability
 //
 // Decode accepts exactly one encoding per value: a wrong length, a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/network/wire"
@@ -38,7 +39,7 @@ func exchange(b *testing.B, n int, recSize int) {
 	pad := make([]byte, recSize-8)
 	go func() {
 		// The record encoder is one append of the value and one of the
-		// padding, like the ideal pipeline of the machine limits (row 4b).
+		// padding, close to BenchmarkIdealPipeline's key and value.
 		w, err := NewRecordWriter(p, WriterConfig[uint64]{Partitioning: Forward, Append: func(dst []byte, v uint64) []byte {
 			return append(binary.BigEndian.AppendUint64(dst, v), pad...)
 		}})
@@ -73,8 +74,96 @@ func exchange(b *testing.B, n int, recSize int) {
 // 16-byte records through the real partition, gate and deserializer.
 func BenchmarkExchangeInProcess(b *testing.B) {
 	b.ReportAllocs()
+	cpu := startCPU()
 	exchange(b, b.N, 16)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
+}
+
+// cpuMeter measures the process's CPU time over a benchmark: on a machine
+// shared with other work the wall time per operation varies with their
+// load, the CPU time the benchmark spends much less (steadiest with
+// -cpu 1, where the goroutines take turns on one thread).
+type cpuMeter time.Duration
+
+func startCPU() cpuMeter { return cpuMeter(processCPU()) }
+
+// report adds the CPU time per operation (both goroutines', the runtime's
+// included) as the metric cpu-ns/op.
+func (m cpuMeter) report(b *testing.B) {
+	if used := processCPU() - time.Duration(m); used > 0 {
+		b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
+}
+
+// idealPoolSize is the number of buffers the ideal pipeline cycles
+// through, about the exchange benchmark's pool (2 + 8).
+const idealPoolSize = 8
+
+// idealRecord is the size of the ideal pipeline's records: two big-endian
+// uint64s, a key and a value derived from it.
+const idealRecord = 16
+
+// idealPipeline is the in-process exchange reduced to its physical work,
+// the yardstick BenchmarkExchangeInProcess is measured against: a producer
+// goroutine encodes n 16-byte records (u32 length + key + value) into
+// 32 KiB buffers taken from a fixed pool and hands each full buffer to the
+// calling goroutine over a channel; it decodes every record, checks its
+// length, sums keys and values and recycles the buffer. A record never
+// spans buffers, and nothing else is done: no locks but the channels', no
+// reference counts, no events, no statistics.
+func idealPipeline(b *testing.B, n int) {
+	free := make(chan []byte, idealPoolSize)
+	for range idealPoolSize {
+		free <- make([]byte, buffer.DefaultSegmentSize)
+	}
+	full := make(chan []byte, idealPoolSize)
+	const wire = lengthSize + idealRecord
+	go func() {
+		defer close(full)
+		for i := 0; i < n; {
+			seg := <-free
+			pos := 0
+			for ; i < n && len(seg)-pos >= wire; i++ {
+				rec := seg[pos : pos+wire]
+				binary.BigEndian.PutUint32(rec, idealRecord)
+				binary.BigEndian.PutUint64(rec[4:], uint64(i))
+				binary.BigEndian.PutUint64(rec[12:], 3*uint64(i))
+				pos += wire
+			}
+			full <- seg[:pos]
+		}
+	}()
+	var got, sum uint64
+	for data := range full {
+		for rest := data; len(rest) >= wire; rest = rest[wire:] {
+			if k := binary.BigEndian.Uint32(rest); k != idealRecord {
+				b.Fatalf("ideal pipeline: record length %d, want %d", k, idealRecord)
+			}
+			sum += binary.BigEndian.Uint64(rest[4:]) + binary.BigEndian.Uint64(rest[12:])
+			got++
+		}
+		if len(data)%wire != 0 {
+			b.Fatalf("ideal pipeline: %d trailing bytes", len(data)%wire)
+		}
+		free <- data[:cap(data)]
+	}
+	if want := 2 * uint64(n) * uint64(n-1); got != uint64(n) || sum != want {
+		b.Fatalf("ideal pipeline: got %d records (sum %d), want %d (sum %d)", got, sum, n, want)
+	}
+}
+
+// BenchmarkIdealPipeline is the ceiling for BenchmarkExchangeInProcess on
+// this machine: 16-byte records between two goroutines with nothing but
+// encoding, one channel send per 32 KiB buffer, decoding and recycling.
+// Compare the two in one run (make baseline); the machine is too noisy for
+// figures taken at different times to be compared.
+func BenchmarkIdealPipeline(b *testing.B) {
+	b.ReportAllocs()
+	cpu := startCPU()
+	idealPipeline(b, b.N)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
 }
 
 func benchSerialize(b *testing.B, recSize int) {
@@ -86,6 +175,7 @@ func benchSerialize(b *testing.B, recSize int) {
 	b.ReportAllocs()
 	b.SetBytes(int64(recSize + lengthSize))
 	b.ResetTimer()
+	cpu := startCPU()
 	for i := 0; i < b.N; i++ {
 		binary.BigEndian.PutUint64(rec, uint64(i))
 		if err := p.Write(0, rec); err != nil {
@@ -98,11 +188,46 @@ func benchSerialize(b *testing.B, recSize int) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
 	p.Release()
 }
 
 func BenchmarkSerialize16(b *testing.B)  { benchSerialize(b, 16) }
 func BenchmarkSerialize100(b *testing.B) { benchSerialize(b, 100) }
+
+// BenchmarkEmit16 is the producer's half of BenchmarkExchangeInProcess on
+// one goroutine: RecordWriter.Emit with the same encoder, the buffers
+// released as they fill.
+func BenchmarkEmit16(b *testing.B) {
+	g, _ := buffer.NewGlobalPool(buffer.Config{})
+	pool, _ := g.NewLocalPool(2, 4)
+	p, _ := NewResultPartition(newID(), "bench", 1, pool)
+	pad := make([]byte, 8)
+	w, err := NewRecordWriter(p, WriterConfig[uint64]{Partitioning: Forward, Append: func(dst []byte, v uint64) []byte {
+		return append(binary.BigEndian.AppendUint64(dst, v), pad...)
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sub := p.Subpartition(0)
+	b.ReportAllocs()
+	b.SetBytes(16 + lengthSize)
+	b.ResetTimer()
+	cpu := startCPU()
+	for i := 0; i < b.N; i++ {
+		if err := w.Emit(uint64(i)); err != nil {
+			b.Fatal(err)
+		}
+		if i&1023 == 0 {
+			for r := sub.Poll(); r.Buffer != nil; r = sub.Poll() {
+				r.Buffer.Release()
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
+	p.Release()
+}
 
 func benchDeserialize(b *testing.B, recSize int) {
 	stream := make([]byte, 0, buffer.DefaultSegmentSize)
@@ -117,6 +242,7 @@ func benchDeserialize(b *testing.B, recSize int) {
 	b.ReportAllocs()
 	b.SetBytes(int64(recSize + lengthSize))
 	b.ResetTimer()
+	cpu := startCPU()
 	for n := 0; n < b.N; {
 		d.SetBuffer(buffer.Wrap(stream, buffer.Data))
 		for {
@@ -128,6 +254,7 @@ func benchDeserialize(b *testing.B, recSize int) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	cpu.report(b)
 }
 
 func BenchmarkDeserialize16(b *testing.B)  { benchDeserialize(b, 16) }

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/google/uuid"
 
@@ -47,7 +46,12 @@ type ResultPartition struct {
 	ctx      context.Context // cancels blocking buffer requests
 	builders []builder
 	scratch  []byte // re-encoding of a record that did not fit
-	dirty    bool   // some builder holds unflushed bytes
+	// held is set when a builder takes a buffer, so Flush has nothing to
+	// do while it is false; the record paths never touch it.
+	held bool
+	// stats holds Buffers, the back-pressure figures and the Bytes of
+	// buffers that left their builders; Stats adds the builders' records
+	// and unflushed bytes.
 	stats    PartitionStats
 	finished bool
 	rr       int // round-robin position for Rebalance
@@ -67,6 +71,7 @@ func NewResultPartition(id uuid.UUID, name string, n int, pool *buffer.LocalPool
 		subs: make([]*Subpartition, n), builders: make([]builder, n)}
 	for i := range p.subs {
 		p.subs[i] = &Subpartition{index: i, parent: p}
+		p.builders[i].sub = i
 	}
 	return p, nil
 }
@@ -89,7 +94,14 @@ func (p *ResultPartition) Subpartition(i int) *Subpartition { return p.subs[i] }
 
 // Stats returns the producer's counters. Call it from the producing
 // goroutine or after it finished.
-func (p *ResultPartition) Stats() PartitionStats { return p.stats }
+func (p *ResultPartition) Stats() PartitionStats {
+	s := p.stats
+	for i := range p.builders {
+		s.Records += p.builders[i].records
+		s.Bytes += int64(p.builders[i].pos)
+	}
+	return s
+}
 
 // Available returns nil if the producer can get a buffer now, or a channel
 // closed once it may. A task checks it before pulling from a source so it
@@ -114,16 +126,14 @@ func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
 // Write appends one serialized record to subpartition sub.
 func (p *ResultPartition) Write(sub int, rec []byte) error {
 	b := &p.builders[sub]
-	if b.room() >= lengthSize+len(rec) {
-		binary.BigEndian.PutUint32(b.seg[b.pos:], uint32(len(rec)))
-		copy(b.seg[b.pos+lengthSize:], rec)
-		b.pos += lengthSize + len(rec)
-		p.dirty = true
-		p.stats.Records++
-		p.stats.Bytes += int64(lengthSize + len(rec))
+	if start := b.pos; len(b.seg)-start >= lengthSize+len(rec) {
+		binary.BigEndian.PutUint32(b.seg[start:], uint32(len(rec)))
+		copy(b.seg[start+lengthSize:], rec)
+		b.pos = start + lengthSize + len(rec)
+		b.records++
 		return nil
 	}
-	return p.writeSpanning(sub, rec)
+	return p.writeSpanning(b, rec)
 }
 
 // AppendRecord encodes v with appendFn directly into subpartition sub's
@@ -131,57 +141,50 @@ func (p *ResultPartition) Write(sub int, rec []byte) error {
 // appendFn must append v's encoding to its argument (append semantics).
 func AppendRecord[T any](p *ResultPartition, sub int, appendFn func([]byte, T) []byte, v T) error {
 	b := &p.builders[sub]
-	if room := b.room(); room > lengthSize {
-		dst := b.seg[b.pos+lengthSize : b.pos+lengthSize]
-		out := appendFn(dst, v)
-		if len(out) <= cap(dst) && (len(out) == 0 || unsafe.SliceData(out) == unsafe.SliceData(dst)) {
-			binary.BigEndian.PutUint32(b.seg[b.pos:], uint32(len(out)))
-			b.pos += lengthSize + len(out)
-			p.dirty = true
-			p.stats.Records++
-			p.stats.Bytes += int64(lengthSize + len(out))
-			return nil
-		}
+	if dst, ok := b.dst(); ok && b.commit(appendFn(dst, v)) {
+		return nil
 	}
-	p.scratch = appendFn(p.scratch[:0], v)
-	return p.writeSpanning(sub, p.scratch)
+	return appendSpanning(p, b, appendFn, v)
 }
 
-// writeSpanning writes a record that does not fit in the current buffer:
+// appendSpanning encodes v into the partition's scratch slice and writes
+// it across buffers: v did not fit in builder b's current buffer.
+func appendSpanning[T any](p *ResultPartition, b *builder, appendFn func([]byte, T) []byte, v T) error {
+	p.scratch = appendFn(p.scratch[:0], v)
+	return p.writeSpanning(b, p.scratch)
+}
+
+// writeSpanning writes a record that does not fit in b's current buffer:
 // its length prefix and bytes continue in the next buffers.
-func (p *ResultPartition) writeSpanning(sub int, rec []byte) error {
+func (p *ResultPartition) writeSpanning(b *builder, rec []byte) error {
 	if len(rec) > 1<<32-1 {
 		return fmt.Errorf("network: partition %s: record of %d bytes too large", p.name, len(rec))
 	}
 	var hdr [lengthSize]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(rec)))
-	b := &p.builders[sub]
 	for _, part := range [2][]byte{hdr[:], rec} {
 		for len(part) > 0 {
 			if b.room() == 0 {
-				if err := p.nextBuffer(sub); err != nil {
+				if err := p.nextBuffer(b); err != nil {
 					return err
 				}
 			}
 			c := copy(b.seg[b.pos:], part)
 			b.pos += c
 			part = part[c:]
-			p.dirty = true
 		}
 	}
-	p.stats.Records++
-	p.stats.Bytes += int64(lengthSize + len(rec))
+	b.records++
 	if b.room() == 0 {
-		return p.nextBuffer(sub)
+		return p.nextBuffer(b)
 	}
 	return nil
 }
 
-// nextBuffer hands subpartition sub's current buffer (if it holds data) to
-// the subpartition and takes a fresh one from the pool.
-func (p *ResultPartition) nextBuffer(sub int) error {
-	p.finishBuffer(sub)
-	b := &p.builders[sub]
+// nextBuffer hands b's current buffer (if it holds data) to its
+// subpartition and takes a fresh one from the pool.
+func (p *ResultPartition) nextBuffer(b *builder) error {
+	p.finishBuffer(b)
 	if b.buf != nil {
 		return nil // empty buffer kept
 	}
@@ -190,42 +193,49 @@ func (p *ResultPartition) nextBuffer(sub int) error {
 		return err
 	}
 	b.buf, b.seg, b.pos = buf, buf.Segment(), 0
+	p.held = true
 	return nil
 }
 
-func (p *ResultPartition) finishBuffer(sub int) {
-	b := &p.builders[sub]
+// finishBuffer hands b's buffer to its subpartition if it holds data.
+func (p *ResultPartition) finishBuffer(b *builder) {
 	if b.buf == nil || b.pos == 0 {
 		return
 	}
 	buf := b.buf
 	buf.SetLen(b.pos)
+	p.stats.Bytes += int64(b.pos)
 	b.buf, b.seg, b.pos = nil, nil, 0
 	p.stats.Buffers++
-	p.subs[sub].add(buf)
+	p.subs[b.sub].add(buf)
+}
+
+// finishAll hands every builder's data over; it keeps held set while a
+// builder keeps an empty buffer.
+func (p *ResultPartition) finishAll() {
+	held := false
+	for i := range p.builders {
+		b := &p.builders[i]
+		p.finishBuffer(b)
+		held = held || b.buf != nil
+	}
+	p.held = held
 }
 
 // Flush hands every partially filled buffer to its subpartition.
 func (p *ResultPartition) Flush() {
-	if !p.dirty {
-		return
+	if p.held {
+		p.finishAll()
 	}
-	for i := range p.builders {
-		p.finishBuffer(i)
-	}
-	p.dirty = false
 }
 
 // FlushSub hands subpartition sub's partially filled buffer over.
-func (p *ResultPartition) FlushSub(sub int) { p.finishBuffer(sub) }
+func (p *ResultPartition) FlushSub(sub int) { p.finishBuffer(&p.builders[sub]) }
 
 // BroadcastEvent flushes every subpartition and then appends the encoded
 // event payload to each as one buffer of type t. Events need no credit.
 func (p *ResultPartition) BroadcastEvent(payload []byte, t buffer.DataType) {
-	for i := range p.builders {
-		p.finishBuffer(i)
-	}
-	p.dirty = false
+	p.finishAll()
 	ev := buffer.Wrap(payload, t)
 	for i := 1; i < len(p.subs); i++ {
 		ev.Retain()
@@ -251,11 +261,12 @@ func (p *ResultPartition) releaseBuilders() {
 	for i := range p.builders {
 		b := &p.builders[i]
 		if b.buf != nil {
+			p.stats.Bytes += int64(b.pos) // written, though never sent
 			b.buf.Release()
 			b.buf, b.seg, b.pos = nil, nil, 0
 		}
 	}
-	p.dirty = false
+	p.held = false
 }
 
 // Release drops everything queued (a failed or cancelled producer or

@@ -20,13 +20,40 @@ const DefaultMaxRecordSize = 64 << 20
 // record that does not fit continues at the start of the next buffer (its
 // length prefix may be split too).
 type builder struct {
-	buf *buffer.Buffer // current buffer, nil until the first record
-	seg []byte         // buf's whole segment
-	pos int            // bytes written into seg
+	seg     []byte         // buf's whole segment, nil without a buffer
+	pos     int            // bytes written into seg
+	records int64          // records written, for PartitionStats
+	buf     *buffer.Buffer // current buffer, nil until the first record
+	sub     int            // the subpartition's index
 }
 
 // room is the free space in the current buffer.
 func (b *builder) room() int { return len(b.seg) - b.pos }
+
+// dst returns the empty slice a record's encoding is appended to in place,
+// right after room for its length prefix, and false if not even one byte
+// of encoding fits.
+func (b *builder) dst() ([]byte, bool) {
+	seg, start := b.seg, b.pos+lengthSize
+	if start >= len(seg) {
+		return nil, false
+	}
+	return seg[start:start:len(seg)], true
+}
+
+// commit completes the record whose encoding out was appended to the slice
+// dst returned, if it was appended in place, and reports whether it was;
+// if not, nothing was written and the caller writes out across buffers.
+func (b *builder) commit(out []byte) bool {
+	seg, pos, n := b.seg, b.pos, len(out)
+	if n > len(seg)-pos-lengthSize || n > 0 && &out[0] != &seg[pos+lengthSize] {
+		return false
+	}
+	binary.BigEndian.PutUint32(seg[pos:pos+lengthSize], uint32(n))
+	b.pos = pos + lengthSize + n
+	b.records++
+	return true
+}
 
 // DeserializeError reports a corrupt record stream on one channel.
 type DeserializeError struct {
@@ -46,9 +73,13 @@ type Deserializer struct {
 	name    string
 	maxSize int
 
+	// fast is the unread part of the current buffer while Next may take
+	// whole records from it without further checks: no record is pending
+	// and no record inside the buffer can exceed maxSize. Otherwise it is
+	// empty and rest holds the unread bytes.
+	fast []byte
+	rest []byte
 	buf  *buffer.Buffer // current buffer (owned), nil when none
-	data []byte         // buf's bytes
-	pos  int
 
 	// a record spanning buffers
 	partial bool
@@ -75,8 +106,16 @@ func (d *Deserializer) SetBuffer(b *buffer.Buffer) {
 		panic("network: Deserializer.SetBuffer before the previous buffer was consumed")
 	}
 	d.buf = b
-	d.data = b.Bytes()
-	d.pos = 0
+	d.rest = b.Bytes()
+	d.toFast()
+}
+
+// toFast moves the unread bytes to the fast path when it may read them: no
+// record is pending, and a record that fits in the buffer fits in maxSize.
+func (d *Deserializer) toFast() {
+	if !d.partial && d.buf != nil && d.buf.Len()-lengthSize <= d.maxSize {
+		d.fast, d.rest = d.rest, nil
+	}
 }
 
 // HasBuffer reports whether the deserializer still holds an unread buffer.
@@ -90,24 +129,39 @@ func (d *Deserializer) Pending() bool { return d.partial }
 // (the record may continue in the next buffer). A corrupt length fails with
 // a *DeserializeError.
 func (d *Deserializer) Next() (rec []byte, ok bool, err error) {
+	// Fast path: a whole record inside the current buffer.
+	if f := d.fast; len(f) >= lengthSize {
+		if end := lengthSize + uint64(binary.BigEndian.Uint32(f)); end <= uint64(len(f)) {
+			d.fast = f[end:]
+			// The buffer is released on a later call: rec aliases it.
+			return f[lengthSize:end:end], true, nil
+		}
+	}
+	return d.next()
+}
+
+// next is Next beyond the fast path: the end of the buffer, a record that
+// spans buffers, or a buffer that may hold a record above maxSize.
+func (d *Deserializer) next() ([]byte, bool, error) {
 	if d.buf == nil {
 		return nil, false, nil
 	}
+	if len(d.fast) > 0 {
+		d.rest, d.fast = d.fast, nil
+	}
 	if !d.partial {
-		// Fast path: a whole record inside the current buffer.
-		if rem := len(d.data) - d.pos; rem >= lengthSize {
-			n := int(binary.BigEndian.Uint32(d.data[d.pos:]))
+		if len(d.rest) >= lengthSize {
+			n := int(binary.BigEndian.Uint32(d.rest))
 			if n > d.maxSize {
 				return nil, false, d.corrupt(n)
 			}
-			if rem-lengthSize >= n {
-				start := d.pos + lengthSize
-				d.pos = start + n
-				// The buffer is released on the next call: rec aliases it.
-				return d.data[start:d.pos:d.pos], true, nil
+			if len(d.rest)-lengthSize >= n {
+				rec := d.rest[lengthSize : lengthSize+n : lengthSize+n]
+				d.rest = d.rest[lengthSize+n:]
+				return rec, true, nil
 			}
 		}
-		if d.pos == len(d.data) {
+		if len(d.rest) == 0 {
 			d.release()
 			return nil, false, nil
 		}
@@ -120,14 +174,14 @@ func (d *Deserializer) Next() (rec []byte, ok bool, err error) {
 
 func (d *Deserializer) nextSpanning() ([]byte, bool, error) {
 	for {
-		if d.pos == len(d.data) {
+		if len(d.rest) == 0 {
 			d.release()
 			return nil, false, nil
 		}
 		if d.lenHave < lengthSize {
-			c := copy(d.lenBuf[d.lenHave:], d.data[d.pos:])
+			c := copy(d.lenBuf[d.lenHave:], d.rest)
 			d.lenHave += c
-			d.pos += c
+			d.rest = d.rest[c:]
 			if d.lenHave < lengthSize {
 				continue
 			}
@@ -139,12 +193,12 @@ func (d *Deserializer) nextSpanning() ([]byte, bool, error) {
 				d.scratch = make([]byte, 0, d.recLen)
 			}
 		}
-		need := d.recLen - len(d.scratch)
-		take := min(need, len(d.data)-d.pos)
-		d.scratch = append(d.scratch, d.data[d.pos:d.pos+take]...)
-		d.pos += take
+		take := min(d.recLen-len(d.scratch), len(d.rest))
+		d.scratch = append(d.scratch, d.rest[:take]...)
+		d.rest = d.rest[take:]
 		if len(d.scratch) == d.recLen {
 			d.partial = false
+			d.toFast()
 			return d.scratch, true, nil
 		}
 	}
@@ -158,8 +212,7 @@ func (d *Deserializer) release() {
 	if d.buf != nil {
 		d.buf.Release()
 		d.buf = nil
-		d.data = nil
-		d.pos = 0
+		d.fast, d.rest = nil, nil
 	}
 }
 

@@ -74,6 +74,7 @@ func tcpExchange(b *testing.B, n, recSize int) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	cpu := startCPU()
 	done := make(chan error, 1)
 	go func() {
 		rec := make([]byte, recSize)
@@ -90,6 +91,7 @@ func tcpExchange(b *testing.B, n, recSize int) {
 	}()
 	got, sum := drainGate(b, gate)
 	b.StopTimer()
+	cpu.report(b)
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}

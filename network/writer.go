@@ -44,7 +44,8 @@ type RecordWriter[T any] struct {
 	mode     Partitioning
 	hash     func(T) uint64 // Hash only
 	maxPar   int
-	forward  int // Forward: the one subpartition
+	groupSub []int32  // Hash: key group -> subpartition (keygroup.Operator)
+	forward  *builder // Forward: the one subpartition's builder
 }
 
 // WriterConfig configures a RecordWriter.
@@ -69,12 +70,14 @@ func NewRecordWriter[T any](p *ResultPartition, cfg WriterConfig[T]) (*RecordWri
 	w := &RecordWriter[T]{p: p, appendFn: cfg.Append, mode: cfg.Partitioning, hash: cfg.KeyHash, maxPar: cfg.MaxParallelism}
 	switch cfg.Partitioning {
 	case Forward:
+		sub := 0
 		if p.NumSubpartitions() > 1 {
-			w.forward = cfg.Subtask
+			sub = cfg.Subtask
 		}
-		if w.forward < 0 || w.forward >= p.NumSubpartitions() {
+		if sub < 0 || sub >= p.NumSubpartitions() {
 			return nil, fmt.Errorf("network: forward writer for %s: subtask %d outside %d subpartitions", p.name, cfg.Subtask, p.NumSubpartitions())
 		}
+		w.forward = &p.builders[sub]
 	case Hash:
 		if cfg.KeyHash == nil {
 			return nil, fmt.Errorf("network: hash writer for %s: no key hash", p.name)
@@ -84,6 +87,10 @@ func NewRecordWriter[T any](p *ResultPartition, cfg WriterConfig[T]) (*RecordWri
 		}
 		if err := keygroup.Validate(w.maxPar, p.NumSubpartitions()); err != nil {
 			return nil, fmt.Errorf("network: hash writer for %s: %w", p.name, err)
+		}
+		w.groupSub = make([]int32, w.maxPar)
+		for g := range w.groupSub {
+			w.groupSub[g] = int32(keygroup.Operator(g, w.maxPar, p.NumSubpartitions()))
 		}
 	case Rebalance, Broadcast:
 	default:
@@ -99,19 +106,18 @@ func (w *RecordWriter[T]) Partition() *ResultPartition { return w.p }
 // blocks while the partition's pool is empty (back pressure) and fails
 // when the partition's context is cancelled.
 func (w *RecordWriter[T]) Emit(v T) error {
+	var b *builder
 	switch w.mode {
 	case Forward:
-		return AppendRecord(w.p, w.forward, w.appendFn, v)
+		b = w.forward
 	case Hash:
-		g := keygroup.ForHash(w.hash(v), w.maxPar)
-		return AppendRecord(w.p, keygroup.Operator(g, w.maxPar, len(w.p.subs)), w.appendFn, v)
+		b = &w.p.builders[w.groupSub[keygroup.ForHash(w.hash(v), w.maxPar)]]
 	case Rebalance:
-		i := w.p.rr
-		w.p.rr++
-		if w.p.rr == len(w.p.subs) {
-			w.p.rr = 0
+		p := w.p
+		b = &p.builders[p.rr]
+		if p.rr++; p.rr == len(p.builders) {
+			p.rr = 0
 		}
-		return AppendRecord(w.p, i, w.appendFn, v)
 	default: // Broadcast
 		for i := range w.p.subs {
 			if err := AppendRecord(w.p, i, w.appendFn, v); err != nil {
@@ -120,4 +126,9 @@ func (w *RecordWriter[T]) Emit(v T) error {
 		}
 		return nil
 	}
+	// AppendRecord, inline: a call less per record.
+	if dst, ok := b.dst(); ok && b.commit(w.appendFn(dst, v)) {
+		return nil
+	}
+	return appendSpanning(w.p, b, w.appendFn, v)
 }

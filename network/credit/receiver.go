@@ -103,9 +103,7 @@ func (p *Pool) Credited(dst []*Channel) []*Channel {
 func (p *Pool) giveBack() {
 	p.granted--
 	for len(p.waiting) > 0 {
-		c := p.waiting[0]
-		p.waiting[0] = nil
-		p.waiting = p.waiting[1:]
+		c := p.popWaiting()
 		c.waiting = false
 		if c.available() >= c.required {
 			continue // no longer needs it (Flink: BUFFER_NOT_USED)
@@ -122,6 +120,18 @@ func (p *Pool) giveBack() {
 	}
 	p.free++
 	p.check()
+}
+
+// popWaiting takes the first waiting channel off the queue. It shifts the
+// rest down rather than reslicing, so the queue's array is reused: a
+// channel queued again right away (one buffer at a time, the usual case)
+// costs no allocation.
+func (p *Pool) popWaiting() *Channel {
+	c := p.waiting[0]
+	n := copy(p.waiting, p.waiting[1:])
+	p.waiting[n] = nil
+	p.waiting = p.waiting[:n]
+	return c
 }
 
 func (p *Pool) check() {

@@ -199,3 +199,34 @@ func TestRelease(t *testing.T) {
 	require.Equal(t, 3, p.Available())
 	require.Equal(t, 0, p.Waiting())
 }
+
+// A channel that waits for the pool's one floating buffer, uses it, gives
+// it back and queues again, buffer after buffer, costs no allocation.
+func TestWaitingQueueNoAllocs(t *testing.T) {
+	p, chs := newPool(t, 1, 0)
+	c := chs[0]
+	c.OnBacklog(10) // takes the floating buffer and queues for more
+	require.True(t, c.Waiting())
+	var seq uint32
+	dst := make([]*Channel, 0, 1)
+	cycle := func() {
+		for _, ch := range p.Credited(dst[:0]) {
+			ch.TakeUnannouncedCredit()
+		}
+		if err := c.Receive(seq); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		src, err := c.Take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Recycle(src) // back to the pool, which hands it to c again
+	}
+	cycle()
+	if n := testing.AllocsPerRun(100, cycle); n != 0 {
+		t.Errorf("%v allocations per buffer, want 0", n)
+	}
+	require.True(t, c.Waiting())
+	require.Equal(t, 1, p.Waiting())
+}
