@@ -236,7 +236,7 @@ func TestDashboardJSONAPI(t *testing.T) {
 	})
 	require.Equal(t, "slow-sink", j.Name)
 	require.Equal(t, "running", j.State)
-	require.EqualValues(t, 50, j.Refresh)
+	require.EqualValues(t, 250, j.Refresh) // the metrics interval, at least 250 ms
 	src, sink := j.Vertices[0], j.Vertices[1]
 	require.Equal(t, sourceVertex, src.Name)
 	require.Equal(t, sinkVertex, sink.Name)

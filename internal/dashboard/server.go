@@ -33,6 +33,9 @@ const (
 	idleTimeout       = 60 * time.Second
 	shutdownTimeout   = 500 * time.Millisecond
 	maxHeaderBytes    = 32 << 10
+	// minRefresh bounds how often the page polls, whatever the metrics
+	// interval.
+	minRefresh = 250 * time.Millisecond
 )
 
 // Config configures a Server.
@@ -48,7 +51,8 @@ type Config struct {
 	Latest func() *metrics.Job
 	// UI serves the dashboard and its JSON API besides /metrics.
 	UI bool
-	// Refresh is how often the page polls the API (0: 1 s).
+	// Refresh is how often the page polls the API (0: 1 s; at least
+	// 250 ms).
 	Refresh time.Duration
 	Logger  *zap.Logger
 }
@@ -139,6 +143,7 @@ func Handler(cfg Config) http.Handler {
 	if refresh <= 0 {
 		refresh = time.Second
 	}
+	refresh = max(refresh, minRefresh)
 	h := &handler{latest: cfg.Latest, token: cfg.Token, refresh: refresh}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewCollector(cfg.Latest))

@@ -123,6 +123,11 @@ function renderGraph(vs) {
   svg.setAttribute("height", height);
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.replaceChildren();
+  const marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 8, markerHeight: 8, orient: "auto" });
+  marker.append(el("path", { class: "arrow", d: "M0,0 L10,5 L0,10 z" }));
+  const defs = el("defs");
+  defs.append(marker);
+  svg.append(defs);
   for (const v of vs) {
     const to = pos.get(v.id);
     for (const i of v.inputs || []) {
@@ -130,7 +135,7 @@ function renderGraph(vs) {
       if (!from) continue;
       const x1 = from.x + NODE_W, y1 = from.y + NODE_H / 2, x2 = to.x, y2 = to.y + NODE_H / 2;
       const mx = (x1 + x2) / 2;
-      svg.append(el("path", { class: "edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "marker-end": "" }));
+      svg.append(el("path", { class: "edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, "marker-end": "url(#arrow)" }));
       svg.append(el("text", { class: "edge-label", x: mx, y: (y1 + y2) / 2 - 5, "text-anchor": "middle" }, i.partitioning));
     }
   }
