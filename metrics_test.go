@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/weirstream/weir"
 )
@@ -467,4 +469,29 @@ func TestClusterMetricsFromWorkers(t *testing.T) {
 			t.Errorf("worker %s: %v", id, werr)
 		}
 	}
+}
+
+// With a logger, the job logs its progress line periodically.
+func TestProgressLine(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	startSlowSinkJob(t, weir.WithLogger(zap.New(core)), weir.WithProgressInterval(100*time.Millisecond))
+	waitFor(t, "a progress line naming the back-pressured operator and a checkpoint", func() bool {
+		for _, e := range logs.FilterMessageSnippet("slow-sink: up ").All() {
+			if strings.Contains(e.Message, "back-pressured: numbers -> square") && strings.Contains(e.Message, "last checkpoint") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// Without a logger there is no progress line to log, and a disabled one
+// logs none.
+func TestProgressLineOff(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	env := weir.NewEnvironment(weir.WithLogger(zap.New(core)), weir.WithProgressInterval(0), weir.WithMetricsInterval(time.Millisecond))
+	keyedSum(env, 200000)
+	_, err := env.Execute(testCtx(t))
+	require.NoError(t, err)
+	require.Zero(t, logs.FilterMessageSnippet(": up ").Len())
 }
