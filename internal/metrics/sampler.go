@@ -139,9 +139,6 @@ func NewSampler(cfg Config) *Sampler {
 	return s
 }
 
-// Interval is the sampling interval.
-func (s *Sampler) Interval() time.Duration { return s.interval }
-
 // Latest returns the latest snapshot. Safe from any goroutine; it never
 // blocks. The snapshot must not be modified.
 func (s *Sampler) Latest() *Job { return s.latest.Load() }
