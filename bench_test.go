@@ -3,6 +3,9 @@ package weir_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +50,66 @@ func benchmarkKeyedSum(b *testing.B, opts ...weir.Option) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 		})
+	}
+}
+
+// BenchmarkJobInProcessMetrics is BenchmarkJobInProcess/p=1 without and
+// with the dashboard and the Prometheus endpoint, both polled by a client
+// every 100 ms while the job runs, and a metrics interval of 100 ms: what
+// watching a job costs it. cpu-ns/op is the CPU time the whole process
+// spent per record (the job, the sampler, the servers, the client).
+func BenchmarkJobInProcessMetrics(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("p=1/metrics=%v", map[bool]string{false: "off", true: "on"}[on]), func(b *testing.B) {
+			b.ReportAllocs()
+			opts := []weir.Option{weir.WithParallelism(1)}
+			if on {
+				opts = append(opts, weir.WithDashboard("127.0.0.1:0"), weir.WithPrometheus("127.0.0.1:0"),
+					weir.WithMetricsInterval(100*time.Millisecond))
+			}
+			env := weir.NewEnvironment(opts...)
+			keyedSum(env, int64(b.N))
+			cpu := cpuTime()
+			job, err := env.Start(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			if on {
+				wg.Go(func() {
+					pollWhileRunning(done, "http://"+job.DashboardAddr()+"/api/v1/job", "http://"+job.PrometheusAddr()+"/metrics")
+				})
+			}
+			_, err = job.Wait()
+			close(done)
+			wg.Wait()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// pollWhileRunning gets each url every 100 ms until done is closed.
+func pollWhileRunning(done <-chan struct{}, urls ...string) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	defer http.DefaultClient.CloseIdleConnections()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		for _, u := range urls {
+			if resp, err := http.Get(u); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
 	}
 }
 

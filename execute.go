@@ -88,6 +88,7 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 		TCP:     c.tcp,
 		Restart: c.restart,
 		Final:   e.final,
+		Metrics: c.metrics.spec(c.logger),
 		Logger:  c.logger,
 	}
 	if ck := c.ckpt; ck != nil {

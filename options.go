@@ -33,6 +33,7 @@ type config struct {
 	// watermarkInterval is how often watermark generators emit
 	// periodically (0: never).
 	watermarkInterval time.Duration
+	metrics           metricsConfig
 	errs              []error
 }
 
@@ -49,6 +50,7 @@ func defaultConfig() config {
 		chaining:       true,
 
 		watermarkInterval: 200 * time.Millisecond,
+		metrics:           defaultMetricsConfig(),
 	}
 }
 
@@ -78,6 +80,9 @@ func (c *config) validate() error {
 		if err := c.ckpt.validate(); err != nil {
 			return err
 		}
+	}
+	if err := c.metrics.validate(); err != nil {
+		return err
 	}
 	if c.restoreFrom != "" && c.ckpt == nil {
 		return errors.New("weir: WithRestoreFrom needs WithCheckpointing")

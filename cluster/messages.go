@@ -54,6 +54,8 @@ type WorkerMessage struct {
 	Ack        *Ack        `json:"Ack,omitempty"`
 	Decline    *Decline    `json:"Decline,omitempty"`
 	Committed  *Committed  `json:"Committed,omitempty"`
+	// Metrics is the periodic report of the worker's tasks' metrics.
+	Metrics *MetricsReport `json:"Metrics,omitempty"`
 }
 
 // CoordinatorMessage is what the coordinator sends to a worker. Exactly one
@@ -277,6 +279,7 @@ func (m *WorkerMessage) kind() (string, error) {
 		field{"Ack", m.Ack != nil},
 		field{"Decline", m.Decline != nil},
 		field{"Committed", m.Committed != nil},
+		field{"Metrics", m.Metrics != nil},
 	)
 }
 

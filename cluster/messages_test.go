@@ -50,6 +50,11 @@ func workerSamples() []workerSample {
 			`{"Decline":{"Attempt":3,"Task":{"Vertex":"window","Subtask":2},"ID":7,"Kind":2,"Reason":"not yet"}}`},
 		{"committed", WorkerMessage{Committed: &Committed{Attempt: 3, Error: "abort failed"}},
 			`{"Committed":{"Attempt":3,"Error":"abort failed"}}`},
+		{"metrics", WorkerMessage{Metrics: &MetricsReport{Attempt: 3, Tasks: []LiveTaskMetrics{{Task: sampleTask, Name: "window (3/4)",
+			State: Running, ElapsedNanos: 1, RecordsIn: 2, RecordsOut: 3, BytesIn: 4, BytesOut: 5, BusyNanos: 6, IdleNanos: 7,
+			BackPressuredNanos: 8, InputWatermark: 9, OutputWatermark: 10, Input: BufferUsage{Queued: 11, InUse: 12, Capacity: 13},
+			Output: BufferUsage{Queued: 14, InUse: 15, Capacity: 16}, Operators: []OperatorMetrics{{Name: "window", LateRecordsDropped: 17}}}}}},
+			`{"Metrics":{"Attempt":3,"Tasks":[{"Task":{"Vertex":"window","Subtask":2},"Name":"window (3/4)","State":1,"ElapsedNanos":1,"RecordsIn":2,"RecordsOut":3,"BytesIn":4,"BytesOut":5,"BusyNanos":6,"IdleNanos":7,"BackPressuredNanos":8,"InputWatermark":9,"OutputWatermark":10,"Input":{"Queued":11,"InUse":12,"Capacity":13},"Output":{"Queued":14,"InUse":15,"Capacity":16},"Operators":[{"Name":"window","LateRecordsDropped":17}]}]}}`},
 	}
 }
 

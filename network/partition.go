@@ -55,6 +55,9 @@ type ResultPartition struct {
 	stats    PartitionStats
 	finished bool
 	rr       int // round-robin position for Rebalance
+	// waitStart is when the producer started waiting for a buffer (see
+	// BackPressuredFor), 0 while it is not waiting.
+	waitStart atomic.Int64
 }
 
 // NewResultPartition creates a partition of n subpartitions drawing buffers
@@ -114,7 +117,9 @@ func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
 		return b, err
 	}
 	start := time.Now()
+	p.waitStart.Store(monoSince(start))
 	b, err = p.pool.RequestBlocking(p.ctx)
+	p.waitStart.Store(0)
 	p.stats.BackPressured += time.Since(start)
 	p.stats.BackPressureNum++
 	if err != nil {

@@ -117,6 +117,7 @@ type Task struct {
 	asyncWG    sync.WaitGroup
 	states     []opState
 	runCtx     context.Context
+	lv         liveState // what LiveMetrics reads
 
 	mu struct {
 		sync.Mutex
@@ -159,6 +160,7 @@ func New(cfg Config) (*Task, error) {
 	t.metrics.Name = cfg.Name
 	t.out = outputTime{watermark: eventtime.MinWatermark}
 	t.proc = newProcTimers(len(cfg.Operators))
+	t.initLive()
 	if cfg.Gate != nil {
 		v, err := eventtime.NewValve(cfg.Gate.NumChannels())
 		if err != nil {
@@ -200,6 +202,7 @@ func (t *Task) setState(s State) {
 	t.mu.Lock()
 	t.mu.state = s
 	t.mu.Unlock()
+	t.setLiveState(s)
 }
 
 // Metrics returns the task's counters; call after Run returned.
@@ -335,7 +338,9 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		cancel()
 		t.asyncWG.Wait()
 		err = t.cleanup(err)
-		t.collectMetrics(time.Since(start))
+		total := time.Since(start)
+		t.collectMetrics(total)
+		t.publishFinal(total)
 		switch {
 		case err == nil:
 			t.setState(Finished)
@@ -351,6 +356,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	if err := t.open(); err != nil {
 		return err
 	}
+	t.startLive(start)
 	if t.cfg.Gate != nil {
 		if err := t.cfg.Gate.Start(); err != nil {
 			return &Error{Task: t.cfg.Name, Err: err}
@@ -491,6 +497,7 @@ func (t *Task) flushOutputs() {
 // waiting for output buffers).
 func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure bool) error {
 	start := time.Now()
+	t.publish(start, waitKindOf(backPressure))
 	var timerC <-chan time.Time
 	if deadline := t.nextDeadline(); !deadline.IsZero() {
 		t.timer.Reset(max(deadline.Sub(start), 0))
@@ -518,6 +525,7 @@ func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure boo
 	} else {
 		t.metrics.Idle += now.Sub(start)
 	}
+	t.publish(now, notWaiting)
 	if err != nil {
 		return err
 	}
@@ -541,6 +549,7 @@ func (t *Task) nextDeadline() time.Time {
 // callbacks. The loops call it once per buffer or source batch.
 func (t *Task) tick(now time.Time) error {
 	t.maybeFlush(now)
+	t.maybePublish(now)
 	if t.proc.next != noTime && now.UnixMilli() >= t.proc.next {
 		return t.fireProcessingTime(now.UnixMilli())
 	}

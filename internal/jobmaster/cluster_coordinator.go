@@ -17,6 +17,8 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
@@ -38,7 +40,7 @@ type clusterJob struct {
 }
 
 // runCluster runs the job as the coordinator of workers.
-func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, res *Result) error {
+func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result) error {
 	if ck == nil {
 		return errors.New("weir: a job across processes needs checkpointing")
 	}
@@ -73,7 +75,7 @@ func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, res *Result)
 	if err != nil {
 		return fmt.Errorf("weir: cluster: waiting for %d workers: %w", cfg.Workers, err)
 	}
-	return newFailover(spec, ck, j.startAttempt).run(ctx, res)
+	return newFailover(spec, ck, status, j.startAttempt).run(ctx, res)
 }
 
 // fingerprint identifies the job for the workers: its graph and its
@@ -106,6 +108,8 @@ func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
 	a := j.current()
 	switch {
 	case a == nil:
+	case m.Metrics != nil && m.Metrics.Attempt == a.n:
+		a.reported(id, m.Metrics)
 	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n && m.TaskStatus.State == cluster.Running:
 		j.ck.coord.TaskRunning(m.TaskStatus.Task)
 	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n:
@@ -147,6 +151,7 @@ func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.Re
 	sources, all := j.spec.Graph.TaskKeys()
 	a := &clusterAttempt{j: j, n: cluster.Attempt(n), sources: sources, all: all,
 		owner: make(map[state.TaskKey]string, len(all)), ended: map[state.TaskKey]error{}, stats: map[state.TaskKey]task.Metrics{},
+		live: map[state.TaskKey]task.LiveMetrics{},
 		lost: map[string]error{}, commits: map[string]string{}, notify: make(chan struct{}, 1), outbox: newSerialQueue()}
 	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, Mode: j.mode}
 	for _, k := range all {
@@ -195,8 +200,9 @@ type clusterAttempt struct {
 	mu      sync.Mutex
 	ended   map[state.TaskKey]error // nil error: finished
 	stats   map[state.TaskKey]task.Metrics
-	lost    map[string]error  // workers lost during the attempt
-	commits map[string]string // worker → Committed's error
+	live    map[state.TaskKey]task.LiveMetrics // latest reported
+	lost    map[string]error                   // workers lost during the attempt
+	commits map[string]string                  // worker → Committed's error
 }
 
 const sendTimeout = 10 * time.Second
@@ -231,6 +237,7 @@ func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
 		if s.Metrics != nil {
 			a.stats[s.Task] = s.Metrics.ToTask()
 		}
+		a.endedLiveLocked(s)
 	}
 	a.mu.Unlock()
 	a.kick()
@@ -423,4 +430,55 @@ func (a *clusterAttempt) post(k state.TaskKey, m cluster.CoordinatorMessage) {
 			a.workerLost(worker, err)
 		}
 	})
+}
+
+// reported keeps the latest metrics worker reported for its tasks.
+func (a *clusterAttempt) reported(worker string, r *cluster.MetricsReport) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range r.Tasks {
+		if a.owner[t.Task] != worker {
+			continue // not the worker's task
+		}
+		if _, ended := a.ended[t.Task]; ended {
+			continue // a report that overtook the task's end
+		}
+		a.live[t.Task] = t.ToTask()
+	}
+}
+
+// endedLiveLocked marks task s.Task ended in its live metrics, with its
+// final counters when the worker sent them.
+func (a *clusterAttempt) endedLiveLocked(s *cluster.TaskStatus) {
+	m := a.live[s.Task]
+	m.Key = s.Task
+	if s.Metrics != nil {
+		f := s.Metrics.ToTask()
+		m.Name, m.RecordsIn, m.RecordsOut, m.BytesIn, m.BytesOut = f.Name, f.RecordsIn, f.RecordsOut, f.BytesIn, f.BytesOut
+		m.Busy, m.Idle, m.BackPressured = f.Busy, f.Idle, f.BackPressured
+		m.Elapsed = f.Busy + f.Idle + f.BackPressured
+		m.Input, m.Output = network.BufferUsage{}, network.BufferUsage{}
+	}
+	switch s.State {
+	case cluster.Finished:
+		m.State = task.Finished
+	case cluster.Failed:
+		m.State = task.Failed
+	default:
+		m.State = task.Canceled
+	}
+	a.live[s.Task] = m
+}
+
+// samples are the latest metrics the workers reported.
+func (a *clusterAttempt) samples() []metrics.TaskSample {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]metrics.TaskSample, 0, len(a.live))
+	for _, k := range a.all {
+		if m, ok := a.live[k]; ok {
+			out = append(out, metrics.TaskSample{LiveMetrics: m, Attempt: int(a.n), Location: a.owner[k]})
+		}
+	}
+	return out
 }

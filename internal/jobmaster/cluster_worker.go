@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -54,7 +55,10 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) error {
 	}
 	w := &worker{spec: &spec, pool: pool, dp: dp, id: wc.ID, log: spec.Logger.With(zap.String("worker", wc.ID)),
 		commands: newSerialQueue()}
+	w.reportCtx, w.stopReports = context.WithCancel(context.Background())
 	defer func() {
+		w.stopReports()
+		w.reports.Wait()
 		if a := w.current(); a != nil {
 			a.cancel(errors.New("weir: worker stopping")) // a queued commit may wait for its tasks
 		}
@@ -91,6 +95,11 @@ type worker struct {
 	// commands carries out the coordinator's commands in order, off the
 	// session's receive loop (which must not block: heartbeats).
 	commands *serialQueue
+	// reports sends the running attempt's metrics periodically, until
+	// reportCtx ends.
+	reports     sync.WaitGroup
+	reportCtx   context.Context
+	stopReports context.CancelFunc
 
 	mu  sync.Mutex
 	cur *workerAttempt
@@ -102,13 +111,17 @@ type worker struct {
 // workerAttempt is the part of one attempt running in this worker.
 type workerAttempt struct {
 	n      cluster.Attempt
+	tasks  []*task.Task
 	byKey  map[state.TaskKey]*task.Task
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 }
 
 // Connected implements cluster.WorkerHandler.
-func (w *worker) Connected(s *cluster.Session) { w.sess = s }
+func (w *worker) Connected(s *cluster.Session) {
+	w.sess = s
+	w.reports.Go(w.reportMetrics)
+}
 
 // Command implements cluster.WorkerHandler: it queues m and returns.
 func (w *worker) Command(ctx context.Context, m cluster.CoordinatorMessage) error {
@@ -236,7 +249,7 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 		return
 	}
 	actx, cancel := context.WithCancelCause(context.Background())
-	a := &workerAttempt{n: d.Attempt, byKey: map[state.TaskKey]*task.Task{}, cancel: cancel, done: make(chan struct{})}
+	a := &workerAttempt{n: d.Attempt, tasks: dep.Tasks(), byKey: map[state.TaskKey]*task.Task{}, cancel: cancel, done: make(chan struct{})}
 	for _, t := range dep.Tasks() {
 		a.byKey[t.Key()] = t
 	}
@@ -315,4 +328,31 @@ func (r *workerResponder) Decline(k state.TaskKey, id barrier.CheckpointID, reas
 		d.Kind = de.Reason
 	}
 	r.w.send(context.Background(), cluster.WorkerMessage{Decline: d})
+}
+
+// reportMetrics sends the running attempt's task metrics to the
+// coordinator every metrics interval, until the worker stops.
+func (w *worker) reportMetrics() {
+	t := time.NewTicker(w.spec.Metrics.interval())
+	defer t.Stop()
+	for {
+		select {
+		case <-w.reportCtx.Done():
+			return
+		case <-t.C:
+		}
+		a := w.current()
+		if a == nil {
+			continue
+		}
+		r := &cluster.MetricsReport{Attempt: a.n, Tasks: make([]cluster.LiveTaskMetrics, len(a.tasks))}
+		for i, t := range a.tasks {
+			r.Tasks[i] = cluster.LiveTaskMetricsFrom(t.LiveMetrics())
+		}
+		ctx, cancel := context.WithTimeout(w.reportCtx, sendTimeout)
+		if err := w.sess.Send(ctx, cluster.WorkerMessage{Metrics: r}); err != nil {
+			w.log.Debug("metrics report not sent", zap.Error(err))
+		}
+		cancel()
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
@@ -34,6 +35,9 @@ type attempt interface {
 	resolveFinal(commit bool, completed barrier.CheckpointID) error
 	// metrics are the tasks' metrics once run returned.
 	metrics() []task.Metrics
+	// samples reads the tasks' live metrics, from any goroutine, without
+	// waiting for them.
+	samples() []metrics.TaskSample
 }
 
 // startAttempt deploys attempt number n of the job from restore (nil: from
@@ -48,6 +52,7 @@ type failover struct {
 	start   startAttempt
 	restart coordinator.RestartStrategy
 	log     *zap.Logger
+	status  *jobStatus // nil: not tracked
 }
 
 // run runs the job to its end. The coordinator runs for as long; it is
@@ -69,11 +74,13 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 	}()
 
 	for {
-		a, err := f.start(ctx, res.Restarts, f.ck.restorePointFor())
+		rp := f.ck.restorePointFor()
+		a, err := f.start(ctx, res.Restarts, rp)
 		if err != nil {
 			_ = coord.Shutdown(coordinator.JobFailed)
 			return err
 		}
+		f.status.attemptStarted(res.Restarts, rp != nil, a.samples)
 		err = f.runAttempt(ctx, a)
 		res.Tasks = a.metrics()
 		if err == nil {
@@ -104,6 +111,7 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 			return fmt.Errorf("weir: job failed and will not restart: %w", err)
 		}
 		f.log.Warn("job failed; restarting from the latest checkpoint", zap.Error(err), zap.Duration("delay", delay))
+		f.status.attemptFailed(err, true)
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
@@ -113,6 +121,7 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 			return err
 		}
 		res.Restarts++
+		f.status.restarted()
 	}
 }
 
@@ -150,13 +159,14 @@ func (f *failover) runAttempt(ctx context.Context, a attempt) error {
 
 // localAttempt is an attempt whose tasks all run in this process.
 type localAttempt struct {
+	n     int // attempt number
 	d     *deploy.Deployment
 	byKey map[state.TaskKey]*task.Task
 	final *FinalCommits // nil: no sink commits at the end
 }
 
-func newLocalAttempt(d *deploy.Deployment, final *FinalCommits) *localAttempt {
-	a := &localAttempt{d: d, byKey: make(map[state.TaskKey]*task.Task, len(d.Tasks())), final: final}
+func newLocalAttempt(n int, d *deploy.Deployment, final *FinalCommits) *localAttempt {
+	a := &localAttempt{n: n, d: d, byKey: make(map[state.TaskKey]*task.Task, len(d.Tasks())), final: final}
 	for _, t := range d.Tasks() {
 		a.byKey[t.Key()] = t
 	}
@@ -184,6 +194,8 @@ func (a *localAttempt) resolveFinal(commit bool, completed barrier.CheckpointID)
 }
 
 func (a *localAttempt) metrics() []task.Metrics { return a.d.Metrics() }
+
+func (a *localAttempt) samples() []metrics.TaskSample { return localSamples(a.d, a.n)() }
 
 // TriggerCheckpoint, NotifyCheckpointComplete and NotifyCheckpointAborted
 // implement coordinator.TaskGateway. byKey is read-only after creation.

@@ -14,6 +14,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
@@ -57,6 +58,8 @@ func (a *fakeAttempt) resolveFinal(commit bool, completed barrier.CheckpointID) 
 	return nil
 }
 func (a *fakeAttempt) metrics() []task.Metrics { return []task.Metrics{{Name: "fake"}} }
+
+func (a *fakeAttempt) samples() []metrics.TaskSample { return nil }
 
 func (a *fakeAttempt) TriggerCheckpoint(_ state.TaskKey, b barrier.Barrier) error {
 	for _, k := range []state.TaskKey{srcKey, sinkKey} {

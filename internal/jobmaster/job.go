@@ -4,23 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/dashboard"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/network"
 )
 
 // Job is a running job.
 type Job struct {
-	done   chan struct{}
-	res    *Result
-	err    error
-	cancel context.CancelCauseFunc
-	ck     *checkpointing // nil without checkpointing
+	done    chan struct{}
+	res     *Result
+	err     error
+	cancel  context.CancelCauseFunc
+	ck      *checkpointing // nil without checkpointing
+	status  *jobStatus
+	sampler *metrics.Sampler
+	servers []*dashboard.Server // dashboard, Prometheus
+	addrs   httpAddrs
 }
 
 // errStopped cancels a job stopped at a savepoint.
@@ -40,19 +47,39 @@ func Start(ctx context.Context, spec Spec) (*Job, error) {
 			return nil, err
 		}
 	}
+	start := time.Now()
+	j.status = newJobStatus(j.ck)
+	if err := j.startMetrics(&spec, start); err != nil {
+		cleanup()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	j.cancel = cancel
+	mctx, stopMetrics := context.WithCancel(context.Background())
+	var mwg sync.WaitGroup
+	mwg.Go(func() { j.sampler.Run(mctx) })
+	for _, s := range j.servers {
+		mwg.Go(func() {
+			if err := s.Run(mctx); err != nil {
+				spec.Logger.Error("metrics server failed", zap.String("addr", s.Addr()), zap.Error(err))
+			}
+		})
+	}
 	go func() {
 		defer close(j.done)
 		defer cleanup()
 		defer cancel(nil)
-		start := time.Now()
 		j.res = &Result{}
-		j.err = run(ctx, &spec, j.ck, j.res)
+		j.err = run(ctx, &spec, j.ck, j.status, j.res)
 		j.res.Duration = time.Since(start)
 		if j.err != nil && errors.Is(context.Cause(ctx), errStopped) {
 			j.err = nil // stopped as asked
 		}
+		j.status.ended(j.err, ctx.Err() != nil && (j.err == nil || errors.Is(j.err, context.Canceled)))
+		// The sampler takes a last sample of the ended job; the servers
+		// shut down with it.
+		stopMetrics()
+		mwg.Wait()
 	}()
 	return j, nil
 }
@@ -80,10 +107,10 @@ func (j *Job) Wait() (*Result, error) {
 }
 
 // run runs the job in this process, or as the coordinator of a cluster.
-func run(ctx context.Context, spec *Spec, ck *checkpointing, res *Result) error {
+func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result) error {
 	if spec.Cluster != nil {
 		// Tasks and their network memory live on the workers.
-		return runCluster(ctx, spec, ck, res)
+		return runCluster(ctx, spec, ck, status, res)
 	}
 	pool, err := deploy.NewNetworkPool(spec.Network)
 	if err != nil {
@@ -104,6 +131,7 @@ func run(ctx context.Context, spec *Spec, ck *checkpointing, res *Result) error 
 		if err != nil {
 			return err
 		}
+		status.attemptStarted(0, false, localSamples(d, 0))
 		err = d.Run(ctx, nil)
 		res.Tasks = d.Metrics()
 		if ferr := spec.Final.Resolve(err == nil, 0); ferr != nil && err == nil {
@@ -117,15 +145,15 @@ func run(ctx context.Context, spec *Spec, ck *checkpointing, res *Result) error 
 		if err != nil {
 			return nil, err
 		}
-		return newLocalAttempt(d, spec.Final), nil
+		return newLocalAttempt(n, d, spec.Final), nil
 	}
-	return newFailover(spec, ck, start).run(ctx, res)
+	return newFailover(spec, ck, status, start).run(ctx, res)
 }
 
-func newFailover(spec *Spec, ck *checkpointing, start startAttempt) *failover {
+func newFailover(spec *Spec, ck *checkpointing, status *jobStatus, start startAttempt) *failover {
 	restart := spec.Restart
 	if restart == nil {
 		restart = DefaultRestartStrategy()
 	}
-	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger}
+	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger, status: status}
 }

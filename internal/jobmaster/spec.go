@@ -35,6 +35,9 @@ type Spec struct {
 	// Cluster makes this process the coordinator of a job whose tasks run
 	// on workers (nil: in-process). It needs checkpointing.
 	Cluster *ClusterSpec
+	// Metrics configures the job's live metrics, dashboard and
+	// Prometheus endpoint.
+	Metrics MetricsSpec
 	Logger  *zap.Logger
 }
 

@@ -1,0 +1,219 @@
+package jobmaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/dashboard"
+	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/metrics"
+)
+
+// MetricsSpec configures a job's live metrics.
+type MetricsSpec struct {
+	// Name names the job in metrics and on the dashboard.
+	Name string
+	// Interval is how often the job samples its tasks, and how often
+	// workers report theirs (0: metrics.DefaultInterval).
+	Interval time.Duration
+	// Progress is how often the job logs its progress line (0: never).
+	Progress time.Duration
+	// Dashboard serves the web dashboard, its JSON API and /metrics
+	// (nil: off).
+	Dashboard *HTTPSpec
+	// Prometheus serves /metrics alone (nil: off).
+	Prometheus *HTTPSpec
+}
+
+// HTTPSpec is where and how one of the job's HTTP servers listens.
+type HTTPSpec struct {
+	Addr  string // host:port; an empty host means localhost
+	Token string // required from clients when set
+}
+
+// interval is the sampling interval with its default.
+func (m *MetricsSpec) interval() time.Duration {
+	if m.Interval > 0 {
+		return m.Interval
+	}
+	return metrics.DefaultInterval
+}
+
+// jobStatus is the job's state as its metrics show it. The run loop
+// updates it; the sampler reads it (metrics.Source). Safe for concurrent
+// use.
+type jobStatus struct {
+	ck *checkpointing // nil without checkpointing
+
+	mu struct {
+		sync.Mutex
+		st    metrics.Status
+		tasks func() []metrics.TaskSample // of the running attempt; nil: none
+	}
+}
+
+func newJobStatus(ck *checkpointing) *jobStatus {
+	s := &jobStatus{ck: ck}
+	s.mu.st.State = "created"
+	return s
+}
+
+// attemptStarted records that attempt n was deployed, restored from a
+// checkpoint or not; tasks reads its tasks' metrics.
+func (s *jobStatus) attemptStarted(n int, restored bool, tasks func() []metrics.TaskSample) {
+	if s == nil {
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.st.State, s.mu.st.Attempt, s.mu.st.Running = "running", n, now
+	if restored {
+		s.mu.st.Restored = now
+	}
+	s.mu.tasks = tasks
+}
+
+// attemptFailed records the failure of the running attempt; the job
+// restarts (restarting) or ends.
+func (s *jobStatus) attemptFailed(err error, restarting bool) {
+	if s == nil || err == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !errors.Is(err, context.Canceled) {
+		s.mu.st.Exception = &metrics.Exception{Time: time.Now(), Message: err.Error()}
+	}
+	if restarting {
+		s.mu.st.State, s.mu.st.Running = "restarting", time.Time{}
+	}
+}
+
+// restarted counts a restart.
+func (s *jobStatus) restarted() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.mu.st.Restarts++
+	s.mu.Unlock()
+}
+
+// ended records the job's end with the error Wait returns.
+func (s *jobStatus) ended(err error, canceled bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.st.Running = time.Time{}
+	switch {
+	case err == nil:
+		s.mu.st.State = "finished"
+	case canceled:
+		s.mu.st.State = "canceled"
+	default:
+		s.mu.st.State = "failed"
+		if s.mu.st.Exception == nil || s.mu.st.Exception.Message != err.Error() {
+			s.mu.st.Exception = &metrics.Exception{Time: time.Now(), Message: err.Error()}
+		}
+	}
+}
+
+// Tasks implements metrics.Source.
+func (s *jobStatus) Tasks() []metrics.TaskSample {
+	s.mu.Lock()
+	f := s.mu.tasks
+	s.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f()
+}
+
+// Status implements metrics.Source.
+func (s *jobStatus) Status() metrics.Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.mu.st
+	if e := st.Exception; e != nil {
+		c := *e
+		st.Exception = &c
+	}
+	return st
+}
+
+// Checkpoints implements metrics.Source.
+func (s *jobStatus) Checkpoints() (coordinator.Stats, bool) {
+	if s.ck == nil {
+		return coordinator.Stats{}, false
+	}
+	return s.ck.coord.Stats(), true
+}
+
+// localSamples reads the metrics of attempt n's tasks in d.
+func localSamples(d *deploy.Deployment, n int) func() []metrics.TaskSample {
+	return func() []metrics.TaskSample {
+		ts := d.Tasks()
+		out := make([]metrics.TaskSample, len(ts))
+		for i, t := range ts {
+			out[i] = metrics.TaskSample{LiveMetrics: t.LiveMetrics(), Attempt: n, Location: "local"}
+		}
+		return out
+	}
+}
+
+// httpAddrs are the addresses the job's servers listen on.
+type httpAddrs struct {
+	dashboard, prometheus string
+}
+
+// startMetrics creates the job's sampler and binds its servers (they are
+// run by Start).
+func (j *Job) startMetrics(spec *Spec, start time.Time) error {
+	ms := &spec.Metrics
+	var onSample func(*metrics.Job)
+	if ms.Progress > 0 {
+		onSample = metrics.NewProgress(spec.Logger, ms.Progress).Observe
+	}
+	j.sampler = metrics.NewSampler(metrics.Config{Plan: metrics.PlanOf(ms.Name, spec.Graph), Source: j.status,
+		Interval: ms.interval(), Start: start, OnSample: onSample})
+	listen := func(h *HTTPSpec, ui bool) (string, error) {
+		if h == nil {
+			return "", nil
+		}
+		s, err := dashboard.Listen(dashboard.Config{Addr: h.Addr, Token: h.Token, Latest: j.sampler.Latest, UI: ui,
+			Refresh: ms.interval(), Logger: spec.Logger})
+		if err != nil {
+			return "", err
+		}
+		j.servers = append(j.servers, s)
+		spec.Logger.Info("serving metrics", zap.Bool("dashboard", ui), zap.String("addr", s.Addr()))
+		return s.Addr(), nil
+	}
+	var err error
+	if j.addrs.dashboard, err = listen(ms.Dashboard, true); err == nil {
+		j.addrs.prometheus, err = listen(ms.Prometheus, false)
+	}
+	if err != nil {
+		for _, s := range j.servers {
+			s.Close()
+		}
+		return fmt.Errorf("weir: %w", err)
+	}
+	return nil
+}
+
+// Metrics returns the job's latest metrics snapshot (at most one
+// sampling interval old); it must not be modified.
+func (j *Job) Metrics() *metrics.Job { return j.sampler.Latest() }
+
+// DashboardAddr is the address the dashboard listens on ("": none).
+func (j *Job) DashboardAddr() string { return j.addrs.dashboard }
+
+// PrometheusAddr is the address /metrics is served on ("": none).
+func (j *Job) PrometheusAddr() string { return j.addrs.prometheus }
