@@ -121,7 +121,7 @@ func (o *reduceOp[T, K]) Open(ctx *task.OperatorContext) error {
 }
 
 func (o *reduceOp[T, K]) collect(v T, ts int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	o.kc.setKey(v)
 	r, err := o.st.AddAndGet(v)
 	if err != nil {
@@ -163,9 +163,10 @@ func (p processFunc[K, In, Out]) ProcessElement(key K, v In, out *Collector[Out]
 
 // Collector receives a function's outputs.
 type Collector[T any] struct {
-	next collector[T]
-	ts   int64 // the timestamp of what Emit sends
-	err  error
+	next  collector[T]
+	ts    int64 // the timestamp of what Emit sends
+	err   error
+	owner *opBase // marked running again when Emit returns (nil: none)
 }
 
 // Emit sends v downstream, with the event timestamp of the value being
@@ -173,6 +174,9 @@ type Collector[T any] struct {
 func (c *Collector[T]) Emit(v T) {
 	if c.err == nil {
 		c.err = c.next.collect(v, c.ts)
+		if c.owner != nil {
+			c.owner.enter()
+		}
 	}
 }
 
@@ -293,6 +297,7 @@ func MapState[UK, V any](c *RuntimeContext, name string, kc codec.Codec[UK], vc 
 func Process[K, In, Out any](ks *KeyedStream[In, K], newFn func() KeyedProcessFunction[K, In, Out]) *Stream[Out] {
 	return keyedOp(ks, "process", func(rc *graph.Subtask, kc *keyContext[In, K], next collector[Out]) (collector[In], task.Operator, error) {
 		o := &processOp[K, In, Out]{opBase: base(rc), kc: kc, fn: newFn(), out: &Collector[Out]{next: next}}
+		o.out.owner = &o.opBase
 		return o, o, nil
 	})
 }
@@ -308,6 +313,7 @@ type processOp[K, In, Out any] struct {
 }
 
 func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
+	o.enter()
 	defer o.catch(&err)
 	if err := o.kc.open(ctx.Keyed); err != nil {
 		return err
@@ -331,7 +337,7 @@ func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 }
 
 func (o *processOp[K, In, Out]) collect(v In, ts int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	o.kc.setKey(v)
 	o.out.ts, o.rc.ts = ts, ts
 	if err := o.fn.ProcessElement(o.kc.key, v, o.out); err != nil {
@@ -342,6 +348,7 @@ func (o *processOp[K, In, Out]) collect(v In, ts int64) (err error) {
 }
 
 func (o *processOp[K, In, Out]) ProcessWatermark(wm int64) (_ bool, err error) {
+	o.enter()
 	defer o.catch(&err)
 	return true, o.timers.AdvanceWatermark(wm, o.fireEventTime)
 }
@@ -351,6 +358,7 @@ func (o *processOp[K, In, Out]) ProcessWatermarkStatus(eventtime.Status) (bool, 
 }
 
 func (o *processOp[K, In, Out]) OnProcessingTime(now int64) (err error) {
+	o.enter()
 	defer o.catch(&err)
 	if err := o.timers.AdvanceProcessingTime(now, o.fireProcessingTime); err != nil {
 		return err
