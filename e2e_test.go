@@ -328,3 +328,53 @@ func testSlowSinkBackPressureBoundsMemory(t *testing.T, tr weir.Option) {
 	}
 	require.Positive(t, bp, "the producer never waited for the slow sink")
 }
+
+// A panic names the operator whose code panicked, also in a chain where
+// user code resumes after emitting downstream (no recover per record: the
+// task recovers, operators mark themselves running).
+func TestPanicNamesOperatorInChain(t *testing.T) {
+	type kase struct {
+		name                    string
+		flatMapAt, mapAt, keyAt int64 // value at which each panics (-1 never)
+		want                    string
+	}
+	for _, c := range []kase{
+		{"flat map after emitting", 300, -1, -1, "splitter"},
+		{"map downstream of flat map", -1, 300, -1, "doubler"},
+		{"process function after emitting", -1, -1, 300, "keeper"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := weir.NewEnvironment(weir.WithParallelism(1))
+			s := weir.FromGenerator(env, 10000, func(i int64) int64 { return i })
+			f := weir.FlatMap(s, func(v int64, emit func(int64)) {
+				emit(v)
+				if v == c.flatMapAt {
+					panic("flat map exploded")
+				}
+			}).Name("splitter")
+			m := weir.Map(f, func(v int64) int64 {
+				if v == c.mapAt {
+					panic("map exploded")
+				}
+				return 2 * v
+			}).Name("doubler")
+			k := weir.Process(weir.KeyBy(m, func(v int64) int64 { return v % 7 }, codec.Int64()),
+				func() weir.KeyedProcessFunction[int64, int64, int64] {
+					return weir.ProcessFunc(nil, func(_ int64, v int64, out *weir.Collector[int64]) error {
+						out.Emit(v)
+						if v == 2*c.keyAt {
+							panic("process exploded")
+						}
+						return nil
+					})
+				}).Name("keeper")
+			weir.Discard(weir.Map(k, func(v int64) int64 { return v }).Name("after"))
+			_, err := env.Execute(testCtx(t))
+			var te *task.Error
+			require.ErrorAs(t, err, &te)
+			require.Equal(t, c.want, te.Operator, "%v", err)
+			var pe *task.PanicError
+			require.ErrorAs(t, err, &pe)
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/state/heap"
 	"github.com/weirstream/weir/task"
 )
 
@@ -27,14 +28,12 @@ func KeyBy[T any, K any](s *Stream[T], key func(T) K, kc codec.Codec[K]) *KeyedS
 	return &KeyedStream[T, K]{s: s, fn: key, kc: kc}
 }
 
-// keyHasher returns a function hashing a value's encoded key. Each call
-// returns a function with its own scratch buffer (one per goroutine).
+// keyHasher returns a function hashing a value's encoded key (without
+// encoding it, for the codecs that are a codec.Hasher). Each call returns
+// a function with its own scratch buffer (one per goroutine).
 func (ks *KeyedStream[T, K]) keyHasher() func(T) uint64 {
-	var buf []byte
-	return func(v T) uint64 {
-		buf = ks.kc.Append(buf[:0], ks.fn(v))
-		return codec.Hash64(buf)
-	}
+	fn, hash := ks.fn, codec.HashFunc(ks.kc)
+	return func(v T) uint64 { return hash(fn(v)) }
 }
 
 // keyedOp adds a keyed operator consuming ks.
@@ -51,7 +50,7 @@ func keyedOp[T, K, Out any](ks *KeyedStream[T, K], name string, build func(rc *g
 		if next == nil {
 			next = discard[Out]{}
 		}
-		kc := &keyContext[T, K]{fn: ks.fn, kc: ks.kc, maxPar: rc.MaxParallelism}
+		kc := &keyContext[T, K]{fn: ks.fn, kc: ks.kc, hash: codec.HashFunc(ks.kc), maxPar: rc.MaxParallelism}
 		return build(rc, kc, next)
 	}
 	out := newStream[Out](s.env, n)
@@ -63,16 +62,33 @@ func keyedOp[T, K, Out any](ks *KeyedStream[T, K], name string, build func(rc *g
 type keyContext[T, K any] struct {
 	fn      func(T) K
 	kc      codec.Codec[K]
+	hash    func(K) uint64 // codec.Hash64 of the encoded key
 	maxPar  int
 	backend state.KeyedBackend
-	buf     []byte
-	key     K
+	// set sets the backend's current key by value (heap.KeySetter), nil
+	// when keys go to the backend serialized.
+	set func(K, int)
+	buf []byte
+	key K
+}
+
+// open binds c to the operator's keyed backend.
+func (c *keyContext[T, K]) open(b state.KeyedBackend) error {
+	c.backend = b
+	set, err := heap.KeySetter(b, c.kc)
+	c.set = set
+	return err
 }
 
 func (c *keyContext[T, K]) setKey(v T) {
 	c.key = c.fn(v)
+	g := keygroup.ForHash(c.hash(c.key), c.maxPar)
+	if c.set != nil {
+		c.set(c.key, g)
+		return
+	}
 	c.buf = c.kc.Append(c.buf[:0], c.key)
-	c.backend.SetCurrentKey(c.buf, keygroup.ForHash(codec.Hash64(c.buf), c.maxPar))
+	c.backend.SetCurrentKey(c.buf, g)
 }
 
 // Reduce folds every value of a key into the key's running result with fn
@@ -96,14 +112,16 @@ type reduceOp[T, K any] struct {
 }
 
 func (o *reduceOp[T, K]) Open(ctx *task.OperatorContext) error {
-	o.kc.backend = ctx.Keyed
+	if err := o.kc.open(ctx.Keyed); err != nil {
+		return err
+	}
 	st, err := state.GetReducingState(ctx.Keyed, state.ReducingDescriptor[T]{Name: "reduce", Codec: o.codec, Reduce: o.fn})
 	o.st = st
 	return err
 }
 
 func (o *reduceOp[T, K]) collect(v T, ts int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	o.kc.setKey(v)
 	r, err := o.st.AddAndGet(v)
 	if err != nil {
@@ -145,9 +163,10 @@ func (p processFunc[K, In, Out]) ProcessElement(key K, v In, out *Collector[Out]
 
 // Collector receives a function's outputs.
 type Collector[T any] struct {
-	next collector[T]
-	ts   int64 // the timestamp of what Emit sends
-	err  error
+	next  collector[T]
+	ts    int64 // the timestamp of what Emit sends
+	err   error
+	owner *opBase // marked running again when Emit returns (nil: none)
 }
 
 // Emit sends v downstream, with the event timestamp of the value being
@@ -155,6 +174,9 @@ type Collector[T any] struct {
 func (c *Collector[T]) Emit(v T) {
 	if c.err == nil {
 		c.err = c.next.collect(v, c.ts)
+		if c.owner != nil {
+			c.owner.enter()
+		}
 	}
 }
 
@@ -275,6 +297,7 @@ func MapState[UK, V any](c *RuntimeContext, name string, kc codec.Codec[UK], vc 
 func Process[K, In, Out any](ks *KeyedStream[In, K], newFn func() KeyedProcessFunction[K, In, Out]) *Stream[Out] {
 	return keyedOp(ks, "process", func(rc *graph.Subtask, kc *keyContext[In, K], next collector[Out]) (collector[In], task.Operator, error) {
 		o := &processOp[K, In, Out]{opBase: base(rc), kc: kc, fn: newFn(), out: &Collector[Out]{next: next}}
+		o.out.owner = &o.opBase
 		return o, o, nil
 	})
 }
@@ -290,8 +313,11 @@ type processOp[K, In, Out any] struct {
 }
 
 func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
+	o.enter()
 	defer o.catch(&err)
-	o.kc.backend = ctx.Keyed
+	if err := o.kc.open(ctx.Keyed); err != nil {
+		return err
+	}
 	svc, err := eventtime.NewTimerService(ctx.Keyed, "process")
 	if err != nil {
 		return err
@@ -311,7 +337,7 @@ func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 }
 
 func (o *processOp[K, In, Out]) collect(v In, ts int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	o.kc.setKey(v)
 	o.out.ts, o.rc.ts = ts, ts
 	if err := o.fn.ProcessElement(o.kc.key, v, o.out); err != nil {
@@ -322,6 +348,7 @@ func (o *processOp[K, In, Out]) collect(v In, ts int64) (err error) {
 }
 
 func (o *processOp[K, In, Out]) ProcessWatermark(wm int64) (_ bool, err error) {
+	o.enter()
 	defer o.catch(&err)
 	return true, o.timers.AdvanceWatermark(wm, o.fireEventTime)
 }
@@ -331,6 +358,7 @@ func (o *processOp[K, In, Out]) ProcessWatermarkStatus(eventtime.Status) (bool, 
 }
 
 func (o *processOp[K, In, Out]) OnProcessingTime(now int64) (err error) {
+	o.enter()
 	defer o.catch(&err)
 	if err := o.timers.AdvanceProcessingTime(now, o.fireProcessingTime); err != nil {
 		return err

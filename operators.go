@@ -13,6 +13,7 @@ import (
 type opBase struct {
 	id, name string
 	keyed    bool
+	run      *task.CurrentOperator // the chain's mark of the operator running
 }
 
 func (o *opBase) ID() string                                           { return o.id }
@@ -26,11 +27,23 @@ func (o *opBase) SnapshotState(barrier.CheckpointID) error             { return 
 func (o *opBase) NotifyCheckpointComplete(barrier.CheckpointID) error  { return nil }
 func (o *opBase) NotifyCheckpointAborted(barrier.CheckpointID) error   { return nil }
 
-// catch turns a panic in user code into an error naming the operator. It
-// is deferred once per record by every operator that calls user code.
+// enter marks o as the operator running, so that a panic the task
+// recovers names it. Every per-record entry point of an operator calls it
+// (instead of a deferred recover per record), and so does code that
+// resumes o's user code after a call downstream.
+func (o *opBase) enter() { o.run.Set(&o.name) }
+
+// catch turns a panic into an error naming the operator running (o, or
+// one downstream that o called). It is deferred by the hooks that run user
+// code outside the per-record path (open, watermarks, timers), which call
+// enter first.
 func (o *opBase) catch(err *error) {
 	if r := recover(); r != nil {
-		*err = &task.Error{Operator: o.name, Err: &task.PanicError{Value: r, Stack: debug.Stack()}}
+		name := o.run.Name()
+		if name == "" {
+			name = o.name
+		}
+		*err = &task.Error{Operator: name, Err: &task.PanicError{Value: r, Stack: debug.Stack()}}
 	}
 }
 
@@ -40,7 +53,7 @@ func (o *opBase) fail(err error) error {
 }
 
 func base(rc *graph.Subtask) opBase {
-	return opBase{id: rc.Node.UID, name: rc.Node.Name, keyed: rc.Node.Keyed}
+	return opBase{id: rc.Node.UID, name: rc.Node.Name, keyed: rc.Node.Keyed, run: rc.Running}
 }
 
 // Map returns a stream of fn applied to every value of s.
@@ -58,7 +71,7 @@ type mapOp[In, Out any] struct {
 }
 
 func (o *mapOp[In, Out]) collect(v In, ts int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	return o.next.collect(o.fn(v), ts)
 }
 
@@ -77,7 +90,7 @@ type mapErrOp[In, Out any] struct {
 }
 
 func (o *mapErrOp[In, Out]) collect(v In, ts int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	r, err := o.fn(v)
 	if err != nil {
 		return o.fail(err)
@@ -102,7 +115,7 @@ type filterOp[T any] struct {
 }
 
 func (o *filterOp[T]) collect(v T, ts int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	if o.fn(v) {
 		return o.next.collect(v, ts)
 	}
@@ -117,6 +130,7 @@ func FlatMap[In, Out any](s *Stream[In], fn func(v In, emit func(Out))) *Stream[
 		o.emit = func(v Out) {
 			if o.err == nil {
 				o.err = o.next.collect(v, o.ts)
+				o.enter()
 			}
 		}
 		return o, o
@@ -133,7 +147,7 @@ type flatMapOp[In, Out any] struct {
 }
 
 func (o *flatMapOp[In, Out]) collect(v In, ts int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	o.ts = ts
 	o.fn(v, o.emit)
 	err, o.err = o.err, nil

@@ -61,7 +61,7 @@ type funcSink[T any] struct {
 }
 
 func (o *funcSink[T]) collect(v T, _ int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	if err := o.fn(v); err != nil {
 		return o.fail(err)
 	}

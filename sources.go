@@ -371,7 +371,7 @@ func (o *sourceOp[T]) savePosition(pos []byte) error {
 }
 
 func (o *sourceOp[T]) PollNext() (st task.SourceStatus, err error) {
-	defer o.catch(&err)
+	o.enter()
 	v, rs, err := o.r.Poll()
 	switch {
 	case err != nil:

@@ -303,7 +303,7 @@ func (o *splitSourceOp[T]) startWatermarks() error {
 }
 
 func (o *splitSourceOp[T]) PollNext() (st task.SourceStatus, err error) {
-	defer o.catch(&err)
+	o.enter()
 	if o.mux == nil {
 		if err := o.startWatermarks(); err != nil {
 			return task.EndOfInput, err
@@ -345,11 +345,13 @@ func (o *splitSourceOp[T]) PollNext() (st task.SourceStatus, err error) {
 	if err := o.next.collect(rec.Value, ts); err != nil {
 		return task.EndOfInput, err
 	}
+	o.enter()
 	s.gen.OnEvent(ts, s.out)
 	return task.MoreAvailable, o.emit.take()
 }
 
 func (o *splitSourceOp[T]) OnProcessingTime(now int64) (err error) {
+	o.enter()
 	defer o.catch(&err)
 	if o.mux != nil {
 		for _, s := range o.splits {

@@ -134,7 +134,7 @@ func (o *twoPhaseOp[T, Txn]) begin() error {
 }
 
 func (o *twoPhaseOp[T, Txn]) collect(v T, _ int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	if err := o.c.Write(o.current, v); err != nil {
 		return o.fail(err)
 	}

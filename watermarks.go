@@ -127,6 +127,7 @@ type timestampsOp[T any] struct {
 }
 
 func (o *timestampsOp[T]) Open(ctx *task.OperatorContext) (err error) {
+	o.enter()
 	defer o.catch(&err)
 	g, err := o.strategy.generator()
 	if err != nil {
@@ -142,16 +143,18 @@ func (o *timestampsOp[T]) Open(ctx *task.OperatorContext) (err error) {
 }
 
 func (o *timestampsOp[T]) collect(v T, _ int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	ts := o.strategy.timestamp(v)
 	if err := o.next.collect(v, ts); err != nil {
 		return err
 	}
+	o.enter()
 	o.gen.OnEvent(ts, o.out)
 	return o.emit.take()
 }
 
 func (o *timestampsOp[T]) OnProcessingTime(now int64) (err error) {
+	o.enter()
 	defer o.catch(&err)
 	o.gen.OnPeriodicEmit(o.out)
 	o.ctx.RequestProcessingTime(now + o.interval)

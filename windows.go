@@ -409,7 +409,7 @@ func (o *windowOperator[T, K, OUT, R]) Open(ctx *task.OperatorContext) error {
 }
 
 func (o *windowOperator[T, K, OUT, R]) collect(v T, ts int64) (err error) {
-	defer o.catch(&err)
+	o.enter()
 	o.keyBuf = o.kc.Append(o.keyBuf[:0], o.key(v))
 	kg := keygroup.ForHash(codec.Hash64(o.keyBuf), o.maxPar)
 	if err := o.core.ProcessElement(o.keyBuf, kg, ts, v); err != nil {
@@ -428,15 +428,20 @@ func (o *windowOperator[T, K, OUT, R]) Emit(key []byte, w window.Window, v OUT) 
 	if err != nil {
 		return err
 	}
-	return o.next.collect(r, w.MaxTimestamp())
+	err = o.next.collect(r, w.MaxTimestamp())
+	o.enter() // the window function resumes
+	return err
 }
 
 // Late implements window.Output.
 func (o *windowOperator[T, K, OUT, R]) Late(_ []byte, ts int64, v T) error {
-	return o.late.collect(v, ts)
+	err := o.late.collect(v, ts)
+	o.enter()
+	return err
 }
 
 func (o *windowOperator[T, K, OUT, R]) ProcessWatermark(wm int64) (_ bool, err error) {
+	o.enter()
 	defer o.catch(&err)
 	if err := o.core.AdvanceWatermark(wm); err != nil {
 		return false, err
@@ -450,6 +455,7 @@ func (o *windowOperator[T, K, OUT, R]) ProcessWatermarkStatus(eventtime.Status) 
 }
 
 func (o *windowOperator[T, K, OUT, R]) OnProcessingTime(now int64) (err error) {
+	o.enter()
 	defer o.catch(&err)
 	o.reqProc = 0
 	if err := o.core.AdvanceProcessingTime(now); err != nil {

@@ -58,6 +58,9 @@ type Config struct {
 	Input RecordProcessor
 	// Operators is the whole chain, head first, for lifecycle and hooks.
 	Operators []Operator
+	// Current, when set, is the chain's mark of the operator running, which
+	// names the operator of a panic the task recovers.
+	Current *CurrentOperator
 	// Outputs are the partitions the chain's tail writes.
 	Outputs []*network.ResultPartition
 
@@ -329,7 +332,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	t.setState(Running)
 	defer func() {
 		if r := recover(); r != nil {
-			err = &Error{Task: t.cfg.Name, Err: &PanicError{Value: r, Stack: debug.Stack()}}
+			err = &Error{Task: t.cfg.Name, Operator: t.cfg.Current.Name(), Err: &PanicError{Value: r, Stack: debug.Stack()}}
 		}
 		if err == nil {
 			// A finished task completes the snapshots it started.
@@ -603,6 +606,7 @@ func (t *Task) runSource(ctx context.Context) error {
 			}
 			break
 		}
+		t.cfg.Current.Set(nil)
 		if err := t.tick(time.Now()); err != nil {
 			return err
 		}
@@ -667,6 +671,7 @@ func (t *Task) runInput(ctx context.Context) error {
 			}
 		}
 		t.metrics.RecordsIn += n
+		t.cfg.Current.Set(nil)
 		if err := t.tick(time.Now()); err != nil {
 			return err
 		}

@@ -178,6 +178,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 	// Build the chain from its tail: each node's output collector is the
 	// next node's input plus writers for edges leaving the chain.
 	ops := make([]task.Operator, len(v.Nodes))
+	running := new(task.CurrentOperator)
 	var nextIn any
 	for k := len(v.Nodes) - 1; k >= 0; k-- {
 		n := v.Nodes[k]
@@ -210,7 +211,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		if len(outs) > 0 {
 			out = n.Fanout(outs)
 		}
-		sub := &graph.Subtask{Node: n, Index: i, Parallelism: v.Parallelism, MaxParallelism: b.g.MaxParallelism}
+		sub := &graph.Subtask{Node: n, Index: i, Parallelism: v.Parallelism, MaxParallelism: b.g.MaxParallelism, Running: running}
 		if len(sides) > 0 {
 			sub.Sides = make([]any, len(sides))
 			for s, ws := range sides {
@@ -232,6 +233,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		Parallelism:     v.Parallelism,
 		Logger:          b.cfg.Logger,
 		Operators:       ops,
+		Current:         running,
 		Outputs:         outputs,
 		BufferTimeout:   b.cfg.BufferTimeout,
 		FlushAlways:     b.cfg.FlushAlways,

@@ -92,6 +92,8 @@ type Subtask struct {
 	// Sides holds the collectors of the node's side outputs (Sides[k-1]
 	// for side k; nil where a side output has no consumer).
 	Sides []any
+	// Running is the chain's mark of the operator running (one per task).
+	Running *task.CurrentOperator
 }
 
 // Vertex is a chain of nodes that runs as one task per subtask.

@@ -2,8 +2,12 @@
 // copy-on-write asynchronous snapshots (Flink's heap keyed state backend
 // with its CopyOnWriteStateMap).
 //
-// A Backend keeps, for each (state, key group), a Go map from serialized key
-// to an entry holding the value bytes. Snapshots are versioned:
+// A Backend keeps, for each (state, key group), a Go map from key to an
+// entry holding the value bytes. Keys are the serialized keys until
+// UseKeys switches the backend to keys of a comparable Go type, looked up
+// by value (the keyed operators do this for built-in key codecs); either
+// way snapshots hold serialized keys, in the same format. Snapshots are
+// versioned:
 //
 //   - The synchronous part of Snapshot takes the next version number v and
 //     records the current map object of every (state, key group), which is
@@ -23,10 +27,8 @@
 package heap
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -82,18 +84,17 @@ type Backend struct {
 	rng    keygroup.Range
 	log    *zap.Logger
 
-	states []*kvState
+	metas  []state.StateMeta
 	byName map[string]state.StateID
+	s      store // *core[string] until UseKeys
+	v      *versions
+	closed bool
+}
 
-	curKey   []byte
-	curGroup int // index into a kvState's groups, -1 if unset
-	// last caches the entry of (lastState, current key) found by the last
-	// lookup, so that the Value+Update pair hashes the key once. Reset by
-	// SetCurrentKey and by every change to which entry the key maps to.
-	last      *entry
-	lastState state.StateID
+// versions orders writes and snapshots (see the package doc).
+type versions struct {
 	// version is the version of writes happening now; a snapshot takes it
-	// and increments it.
+	// and increments it. Task goroutine only.
 	version uint64
 	// required is the highest version of a live snapshot (0: none). It is
 	// written under mu, read atomically on the hot path.
@@ -102,23 +103,6 @@ type Backend struct {
 		sync.Mutex
 		live map[uint64]int // snapshot version → count
 	}
-	closed bool
-}
-
-type kvState struct {
-	meta   state.StateMeta
-	groups []group
-}
-
-type group struct {
-	m       map[string]*entry
-	created uint64 // version at which m became the live map object
-}
-
-type entry struct {
-	version uint64
-	value   []byte            // every kind but map
-	sub     map[string][]byte // map states; its values are never modified in place
 }
 
 var _ state.KeyedBackend = (*Backend)(nil)
@@ -129,16 +113,17 @@ func New(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{
-		maxPar:   cfg.MaxParallelism,
-		rng:      keygroup.RangeFor(cfg.MaxParallelism, cfg.Parallelism, cfg.Index),
-		log:      cfg.Logger,
-		byName:   map[string]state.StateID{},
-		curGroup: -1,
-		version:  1,
-	}
-	b.mu.live = map[uint64]int{}
-	return b, nil
+	v := &versions{version: 1}
+	v.mu.live = map[uint64]int{}
+	rng := keygroup.RangeFor(cfg.MaxParallelism, cfg.Parallelism, cfg.Index)
+	return &Backend{
+		maxPar: cfg.MaxParallelism,
+		rng:    rng,
+		log:    cfg.Logger,
+		byName: map[string]state.StateID{},
+		s:      newCore[string](stringKeys{}, rng, v),
+		v:      v,
+	}, nil
 }
 
 // KeyGroupRange implements state.KeyedBackend.
@@ -153,27 +138,22 @@ func (b *Backend) Register(name string, kind state.Kind) (state.StateID, error) 
 		return 0, fmt.Errorf("heap: state %q: invalid kind %d", name, kind)
 	}
 	if id, ok := b.byName[name]; ok {
-		if k := b.states[id].meta.Kind; k != kind {
+		if k := b.metas[id].Kind; k != kind {
 			return 0, fmt.Errorf("heap: state %q is registered as %s, requested as %s", name, k, kind)
 		}
 		return id, nil
 	}
-	id := state.StateID(len(b.states))
-	b.states = append(b.states, &kvState{
-		meta:   state.StateMeta{Name: name, Kind: kind},
-		groups: make([]group, b.rng.Len()),
-	})
+	id := state.StateID(len(b.metas))
+	meta := state.StateMeta{Name: name, Kind: kind}
+	b.metas = append(b.metas, meta)
+	b.s.addState(meta)
 	b.byName[name] = id
 	return id, nil
 }
 
 // States implements state.KeyedBackend.
 func (b *Backend) States() []state.StateMeta {
-	out := make([]state.StateMeta, len(b.states))
-	for i, s := range b.states {
-		out[i] = s.meta
-	}
-	return out
+	return append([]state.StateMeta(nil), b.metas...)
 }
 
 // SetCurrentKey implements state.KeyedBackend.
@@ -181,230 +161,88 @@ func (b *Backend) SetCurrentKey(key []byte, keyGroup int) {
 	if !b.rng.Contains(keyGroup) {
 		panic(fmt.Sprintf("heap: key group %d outside this backend's range %s (record routed to the wrong subtask)", keyGroup, b.rng))
 	}
-	b.curKey = append(b.curKey[:0], key...)
-	b.curGroup = keyGroup - b.rng.Start
-	b.last = nil
+	b.s.setKeyBytes(key, keyGroup-b.rng.Start)
 }
 
 // CurrentKey implements state.KeyedBackend.
 func (b *Backend) CurrentKey() ([]byte, int) {
-	if b.curGroup < 0 {
+	k, g := b.s.currentKey()
+	if g < 0 {
 		return nil, -1
 	}
-	return b.curKey, b.curGroup + b.rng.Start
+	return k, g + b.rng.Start
 }
 
-func (b *Backend) group(s state.StateID) (*kvState, *group, error) {
-	if int(s) >= len(b.states) {
-		return nil, nil, fmt.Errorf("heap: unknown state id %d", s)
+func (b *Backend) check(s state.StateID) error {
+	if int(s) >= len(b.metas) {
+		return fmt.Errorf("heap: unknown state id %d", s)
 	}
-	if b.curGroup < 0 {
-		return nil, nil, fmt.Errorf("heap: state %q accessed without a current key", b.states[s].meta.Name)
-	}
-	st := b.states[s]
-	return st, &st.groups[b.curGroup], nil
-}
-
-// lookup returns the current key's entry of state s (nil if none).
-func (b *Backend) lookup(s state.StateID, g *group) *entry {
-	if b.last != nil && b.lastState == s {
-		return b.last
-	}
-	e := g.m[string(b.curKey)]
-	b.last, b.lastState = e, s
-	return e
-}
-
-// writableMap returns g's map, cloning it first if a live snapshot holds it.
-func (b *Backend) writableMap(g *group, required uint64) map[string]*entry {
-	if g.m == nil {
-		g.m = make(map[string]*entry)
-		g.created = b.version
-	} else if required >= g.created {
-		g.m = maps.Clone(g.m)
-		g.created = b.version
-	}
-	return g.m
-}
-
-// writableEntry returns the current key's entry ready for modification:
-// the existing one if no live snapshot holds it, else a fresh copy at the
-// current version; with create, a missing entry is created.
-func (b *Backend) writableEntry(s state.StateID, st *kvState, g *group, create bool, extra int) *entry {
-	required := b.required.Load()
-	e := b.lookup(s, g)
-	if e != nil && e.version > required {
-		return e
-	}
-	if e == nil && !create {
-		return nil
-	}
-	ne := &entry{version: b.version}
-	if st.meta.Kind == state.KindMap {
-		if e != nil {
-			ne.sub = maps.Clone(e.sub)
-		} else {
-			ne.sub = map[string][]byte{}
-		}
-	} else if e != nil {
-		ne.value = append(make([]byte, 0, len(e.value)+extra), e.value...)
-	}
-	b.writableMap(g, required)[string(b.curKey)] = ne
-	b.last, b.lastState = ne, s
-	return ne
+	return nil
 }
 
 // Get implements state.KeyedBackend.
 func (b *Backend) Get(s state.StateID, userKey []byte) ([]byte, bool, error) {
-	st, g, err := b.group(s)
-	if err != nil {
+	if err := b.check(s); err != nil {
 		return nil, false, err
 	}
-	e := b.lookup(s, g)
-	if e == nil {
-		return nil, false, nil
-	}
-	if st.meta.Kind == state.KindMap {
-		v, ok := e.sub[string(userKey)]
-		return v, ok, nil
-	}
-	return e.value, true, nil
+	return b.s.get(s, userKey)
 }
 
 // Put implements state.KeyedBackend.
 func (b *Backend) Put(s state.StateID, userKey, value []byte) error {
-	st, g, err := b.group(s)
-	if err != nil {
+	if err := b.check(s); err != nil {
 		return err
 	}
-	if st.meta.Kind == state.KindMap {
-		e := b.writableEntry(s, st, g, true, 0)
-		e.sub[string(userKey)] = bytes.Clone(value)
-		return nil
-	}
-	// Hot path: an existing entry no snapshot holds is overwritten in place.
-	if e := b.lookup(s, g); e != nil && e.version > b.required.Load() {
-		e.value = append(e.value[:0], value...)
-		return nil
-	}
-	e := b.writableEntry(s, st, g, true, 0)
-	e.value = append(e.value[:0], value...)
-	return nil
+	return b.s.put(s, userKey, value)
 }
 
 // Append implements state.KeyedBackend.
 func (b *Backend) Append(s state.StateID, value []byte) error {
-	st, g, err := b.group(s)
-	if err != nil {
+	if err := b.check(s); err != nil {
 		return err
 	}
-	if st.meta.Kind == state.KindMap {
-		return fmt.Errorf("heap: Append on map state %q", st.meta.Name)
-	}
-	e := b.writableEntry(s, st, g, true, len(value))
-	e.value = append(e.value, value...)
-	return nil
+	return b.s.appendValue(s, value)
 }
 
 // Delete implements state.KeyedBackend.
 func (b *Backend) Delete(s state.StateID, userKey []byte) error {
-	st, g, err := b.group(s)
-	if err != nil {
+	if err := b.check(s); err != nil {
 		return err
 	}
-	if st.meta.Kind != state.KindMap {
-		return b.Clear(s)
-	}
-	e := g.m[string(b.curKey)]
-	if e == nil {
-		return nil
-	}
-	if _, ok := e.sub[string(userKey)]; !ok {
-		return nil
-	}
-	if len(e.sub) == 1 {
-		return b.Clear(s)
-	}
-	e = b.writableEntry(s, st, g, false, 0)
-	delete(e.sub, string(userKey))
-	return nil
+	return b.s.del(s, userKey)
 }
 
 // Clear implements state.KeyedBackend.
 func (b *Backend) Clear(s state.StateID) error {
-	_, g, err := b.group(s)
-	if err != nil {
+	if err := b.check(s); err != nil {
 		return err
 	}
-	if b.lookup(s, g) == nil {
-		return nil
-	}
-	delete(b.writableMap(g, b.required.Load()), string(b.curKey))
-	b.last, b.lastState = nil, s
-	return nil
+	return b.s.clear(s)
 }
 
 // Iterate implements state.KeyedBackend.
 func (b *Backend) Iterate(s state.StateID, fn func(userKey, value []byte) bool) error {
-	st, g, err := b.group(s)
-	if err != nil {
+	if err := b.check(s); err != nil {
 		return err
 	}
-	if st.meta.Kind != state.KindMap {
-		return fmt.Errorf("heap: Iterate on %s state %q", st.meta.Kind, st.meta.Name)
-	}
-	e := g.m[string(b.curKey)]
-	if e == nil {
-		return nil
-	}
-	var kb []byte
-	for k, v := range e.sub {
-		kb = append(kb[:0], k...)
-		if !fn(kb, v) {
-			break
-		}
-	}
-	return nil
+	return b.s.iterate(s, fn)
 }
 
 // Entries implements state.KeyedBackend.
 func (b *Backend) Entries(s state.StateID, fn func(key []byte, keyGroup int, userKey, value []byte) bool) error {
-	if int(s) >= len(b.states) {
-		return fmt.Errorf("heap: unknown state id %d", s)
+	if err := b.check(s); err != nil {
+		return err
 	}
-	st := b.states[s]
-	var kb, ukb []byte
-	for j := range st.groups {
-		g := b.rng.Start + j
-		for k, e := range st.groups[j].m {
-			kb = append(kb[:0], k...)
-			if st.meta.Kind != state.KindMap {
-				if !fn(kb, g, nil, e.value) {
-					return nil
-				}
-				continue
-			}
-			for uk, uv := range e.sub {
-				ukb = append(ukb[:0], uk...)
-				if !fn(kb, g, ukb, uv) {
-					return nil
-				}
-			}
-		}
-	}
+	b.s.entries(s, fn)
 	return nil
 }
 
 // NumEntries returns the number of keys with state s (all key groups).
 func (b *Backend) NumEntries(s state.StateID) int {
-	if int(s) >= len(b.states) {
+	if int(s) >= len(b.metas) {
 		return 0
 	}
-	n := 0
-	for _, g := range b.states[s].groups {
-		n += len(g.m)
-	}
-	return n
+	return b.s.numEntries(s)
 }
 
 // Snapshot implements state.KeyedBackend. The synchronous part records the
@@ -414,20 +252,14 @@ func (b *Backend) Snapshot(id barrier.CheckpointID, w state.StateWriterFactory) 
 	if b.closed {
 		return nil, fmt.Errorf("heap: snapshot %d of a closed backend", id)
 	}
-	v := b.version
-	b.version++
+	v := b.v.version
+	b.v.version++
 	metas := b.States()
-	captured := make([][]map[string]*entry, len(b.states))
-	for i, st := range b.states {
-		captured[i] = make([]map[string]*entry, len(st.groups))
-		for j := range st.groups {
-			captured[i][j] = st.groups[j].m
-		}
-	}
-	b.mu.Lock()
-	b.mu.live[v]++
-	b.required.Store(v) // v is the newest version
-	b.mu.Unlock()
+	captured := b.s.capture()
+	b.v.mu.Lock()
+	b.v.mu.live[v]++
+	b.v.required.Store(v) // v is the newest version
+	b.v.mu.Unlock()
 
 	var once sync.Once
 	return func(ctx context.Context) (*state.KeyedStateHandle, error) {
@@ -436,13 +268,13 @@ func (b *Backend) Snapshot(id barrier.CheckpointID, w state.StateWriterFactory) 
 		if !ran {
 			return nil, fmt.Errorf("heap: snapshot %d: asynchronous part called twice", id)
 		}
-		defer b.release(v)
+		defer b.v.release(v)
 		return writeSnapshot(ctx, id, w, b.maxPar, b.rng, metas, captured)
 	}, nil
 }
 
 func writeSnapshot(ctx context.Context, id barrier.CheckpointID, w state.StateWriterFactory, maxPar int,
-	rng keygroup.Range, metas []state.StateMeta, captured [][]map[string]*entry) (*state.KeyedStateHandle, error) {
+	rng keygroup.Range, metas []state.StateMeta, captured capturedFunc) (*state.KeyedStateHandle, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -451,7 +283,6 @@ func writeSnapshot(ctx context.Context, id barrier.CheckpointID, w state.StateWr
 		return nil, err
 	}
 	kw := state.NewKeyedSnapshotWriter(sw, maxPar, rng, metas)
-	var kb []byte
 	for j := range rng.Len() {
 		if err := ctx.Err(); err != nil {
 			_ = kw.Abort()
@@ -461,20 +292,21 @@ func writeSnapshot(ctx context.Context, id barrier.CheckpointID, w state.StateWr
 			_ = kw.Abort()
 			return nil, err
 		}
-		for i, meta := range metas {
-			for k, e := range captured[i][j] {
-				kb = append(kb[:0], k...)
-				if meta.Kind == state.KindMap {
-					for uk, uv := range e.sub {
-						err = kw.Record(i, kb, []byte(uk), uv)
+		for i := range metas {
+			err := captured(i, j, func(key []byte, e *entry, me *mapEntry) error {
+				if me == nil {
+					return kw.Record(i, key, nil, e.value())
+				}
+				for uk, uv := range me.sub {
+					if err := kw.Record(i, key, []byte(uk), uv); err != nil {
+						return err
 					}
-				} else {
-					err = kw.Record(i, kb, nil, e.value)
 				}
-				if err != nil {
-					_ = kw.Abort()
-					return nil, err
-				}
+				return nil
+			})
+			if err != nil {
+				_ = kw.Abort()
+				return nil, err
 			}
 		}
 	}
@@ -483,26 +315,26 @@ func writeSnapshot(ctx context.Context, id barrier.CheckpointID, w state.StateWr
 
 // release ends snapshot v: entries and maps only it held become writable in
 // place again.
-func (b *Backend) release(v uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.mu.live[v]--; b.mu.live[v] <= 0 {
-		delete(b.mu.live, v)
+func (v *versions) release(ver uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mu.live[ver]--; v.mu.live[ver] <= 0 {
+		delete(v.mu.live, ver)
 	}
 	var hi uint64
-	for lv := range b.mu.live {
+	for lv := range v.mu.live {
 		hi = max(hi, lv)
 	}
-	b.required.Store(hi)
+	v.required.Store(hi)
 }
 
 // LiveSnapshots returns the number of snapshots whose asynchronous part has
 // not finished.
 func (b *Backend) LiveSnapshots() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.v.mu.Lock()
+	defer b.v.mu.Unlock()
 	n := 0
-	for _, c := range b.mu.live {
+	for _, c := range b.v.mu.live {
 		n += c
 	}
 	return n
@@ -511,7 +343,7 @@ func (b *Backend) LiveSnapshots() int {
 // Restore implements state.KeyedBackend: it reads the key groups of this
 // backend's range from the keyed snapshots of all previous subtasks.
 func (b *Backend) Restore(handles []state.KeyedStateHandle, r state.StateReader) error {
-	defer func() { b.curGroup = -1 }()
+	defer b.s.unsetKey()
 	return state.ReadKeyedSnapshots(handles, b.maxPar, b.rng, r,
 		func(metas []state.StateMeta) error {
 			for _, m := range metas {
@@ -534,8 +366,8 @@ func (b *Backend) Restore(handles []state.KeyedStateHandle, r state.StateReader)
 // Close implements state.KeyedBackend. Snapshots in flight stay valid.
 func (b *Backend) Close() error {
 	b.closed = true
-	b.last = nil
-	b.states = nil
+	b.s.clearAll()
+	b.metas = nil
 	b.byName = map[string]state.StateID{}
 	return nil
 }

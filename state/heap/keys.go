@@ -1,0 +1,43 @@
+package heap
+
+import (
+	"strings"
+	"unsafe"
+
+	"github.com/weirstream/weir/codec"
+)
+
+// keyOps converts a core's keys to and from their serialized form. Its
+// methods are safe for concurrent use (snapshots encode keys on another
+// goroutine).
+type keyOps[K comparable] interface {
+	// appendKey appends the serialized form of k.
+	appendKey(dst []byte, k K) []byte
+	// view returns the key serialized as b; borrowed means it aliases b
+	// and must be cloned before it is stored.
+	view(b []byte) (k K, borrowed bool, err error)
+	// clone returns a copy of a borrowed key that does not alias anything.
+	clone(k K) K
+}
+
+// stringKeys holds keys as strings of their serialized bytes: the backend
+// of byte keys, and the typed backend of string keys with codec.String
+// (whose serialized form is the string's bytes).
+type stringKeys struct{}
+
+func (stringKeys) appendKey(dst []byte, k string) []byte { return append(dst, k...) }
+func (stringKeys) view(b []byte) (string, bool, error) {
+	return unsafe.String(unsafe.SliceData(b), len(b)), true, nil
+}
+func (stringKeys) clone(k string) string { return strings.Clone(k) }
+
+// codecKeys holds keys as values, serialized with a codec whose Decode
+// does not alias its input.
+type codecKeys[K comparable] struct{ c codec.Codec[K] }
+
+func (o codecKeys[K]) appendKey(dst []byte, k K) []byte { return o.c.Append(dst, k) }
+func (o codecKeys[K]) view(b []byte) (K, bool, error) {
+	k, err := o.c.Decode(b)
+	return k, false, err
+}
+func (o codecKeys[K]) clone(k K) K { return k }
