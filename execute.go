@@ -91,6 +91,9 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 		Metrics: c.metrics.spec(c.logger),
 		Logger:  c.logger,
 	}
+	if c.harness != nil {
+		spec.Deploy.Harness = harnessAdapter{c.harness}
+	}
 	if ck := c.ckpt; ck != nil {
 		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir, RestoreFrom: c.restoreFrom}
 	}

@@ -34,6 +34,7 @@ type config struct {
 	// periodically (0: never).
 	watermarkInterval time.Duration
 	metrics           metricsConfig
+	harness           TestHarness // nil: none (WithTestHarness)
 	errs              []error
 }
 
@@ -93,6 +94,9 @@ func (c *config) validate() error {
 		}
 		if err := c.cluster.validate(); err != nil {
 			return err
+		}
+		if c.harness != nil {
+			return errors.New("weir: WithTestHarness runs jobs in this process only, not with WithCluster")
 		}
 	}
 	return nil
