@@ -51,7 +51,7 @@ type RestoreConfig struct {
 	// previous run (all of them: keyed state is picked by key group and
 	// operator state redistributed, so parallelism may change).
 	Operators map[string][]state.OperatorSubtaskState
-	Reader state.StateReader
+	Reader    state.StateReader
 }
 
 // opState is one operator's state backends.
