@@ -19,6 +19,10 @@ import (
 // block: the producer calls it on its hot path.
 type Listener interface {
 	NotifyDataAvailable()
+	// NotifyPriority says that a priority item (an unaligned barrier, or
+	// for a local reader an announcement) waits at the head: the reader
+	// should take it before anything else it has to do.
+	NotifyPriority()
 }
 
 // PartitionStats counts what a partition produced.
@@ -189,7 +193,11 @@ func (p *ResultPartition) nextBuffer(sub int) error {
 	if err != nil {
 		return err
 	}
-	b.buf, b.seg, b.pos = buf, buf.Segment(), 0
+	seg := buf.Segment()
+	if n := int(p.subs[sub].bufSize.Load()); n > 0 && n < len(seg) {
+		seg = seg[:n:n] // debloated: the consumer wants smaller buffers
+	}
+	b.buf, b.seg, b.pos = buf, seg, 0
 	return nil
 }
 
@@ -278,6 +286,9 @@ type Subpartition struct {
 	index  int
 	parent *ResultPartition
 	reader atomic.Bool
+	// bufSize is the size the consumer wants its buffers cut at (buffer
+	// debloating); 0 means the whole segment.
+	bufSize atomic.Int32
 
 	mu struct {
 		sync.Mutex
@@ -287,6 +298,13 @@ type Subpartition struct {
 		blocked  bool
 		released bool
 		listener Listener
+		// hold, when holding, is the queue index where a barrier stood
+		// that a local reader let overtake (PrioritizeBarrier): the items
+		// from there on wait for Resume, as they would behind a polled
+		// aligned barrier.
+		hold    int
+		holding bool
+		priorityState
 	}
 }
 
@@ -312,7 +330,7 @@ func (s *Subpartition) Attach(l Listener) error {
 }
 
 func (s *Subpartition) availableLocked() bool {
-	return !s.mu.blocked && s.mu.head < len(s.mu.queue)
+	return !s.mu.blocked && s.mu.head < len(s.mu.queue) && (!s.mu.holding || s.mu.head < s.mu.hold)
 }
 
 func (s *Subpartition) add(b *buffer.Buffer) {
@@ -322,17 +340,28 @@ func (s *Subpartition) add(b *buffer.Buffer) {
 		b.Release()
 		return
 	}
-	wasEmpty := s.mu.head == len(s.mu.queue)
+	wasEmpty := !s.availableLocked()
 	if s.mu.head > 0 && s.mu.head == len(s.mu.queue) {
+		if s.mu.holding {
+			s.mu.hold -= s.mu.head
+		}
 		s.mu.queue = s.mu.queue[:0]
 		s.mu.head = 0
 	}
 	s.mu.queue = append(s.mu.queue, b)
+	var l Listener
 	if b.IsData() {
 		s.mu.backlog++
+	} else if s.addedEventLocked(b) {
+		// An announcement fell due: the local reader takes it first.
+		l = s.mu.listener
+		s.mu.Unlock()
+		if l != nil {
+			l.NotifyPriority()
+		}
+		return
 	}
-	var l Listener
-	if wasEmpty && !s.mu.blocked {
+	if wasEmpty && s.availableLocked() {
 		l = s.mu.listener
 	}
 	s.mu.Unlock()
@@ -357,11 +386,18 @@ func (s *Subpartition) Poll() Polled {
 	if !s.availableLocked() {
 		return Polled{Backlog: s.mu.backlog}
 	}
+	if s.mu.inBand > 0 && !s.mu.annChecked {
+		if a := s.announcementLocked(); a != nil {
+			return Polled{Buffer: a, Backlog: s.mu.backlog, More: true, NextType: s.mu.queue[s.mu.head].Type()}
+		}
+	}
 	b := s.mu.queue[s.mu.head]
 	s.mu.queue[s.mu.head] = nil
 	s.mu.head++
 	if b.IsData() {
 		s.mu.backlog--
+	} else {
+		s.polledEventLocked(b)
 	}
 	if b.Type().BlocksUpstream() {
 		s.mu.blocked = true
@@ -384,6 +420,26 @@ func (s *Subpartition) Peek() (t buffer.DataType, ok bool, backlog int) {
 	return s.mu.queue[s.mu.head].Type(), true, s.mu.backlog
 }
 
+// SetBufferSize asks the producer to cut the buffers of s at n bytes from
+// its next buffer on (buffer debloating: NEW_BUFFER_SIZE, or a local
+// consumer's own decision). n is clamped to [MinBufferSize, the segment
+// size]; 0 restores whole segments. Safe from any goroutine.
+func (s *Subpartition) SetBufferSize(n int) {
+	if n > 0 && n < MinBufferSize {
+		n = MinBufferSize
+	}
+	if n > 1<<30 {
+		n = 0
+	}
+	s.bufSize.Store(int32(n))
+}
+
+// BufferSize is the buffer size set by SetBufferSize (0: whole segments).
+func (s *Subpartition) BufferSize() int { return int(s.bufSize.Load()) }
+
+// MinBufferSize is the smallest buffer size SetBufferSize applies.
+const MinBufferSize = 256
+
 // Backlog is the number of data buffers queued.
 func (s *Subpartition) Backlog() int {
 	s.mu.Lock()
@@ -395,11 +451,12 @@ func (s *Subpartition) Backlog() int {
 // again. Resuming an unblocked subpartition does nothing.
 func (s *Subpartition) Resume() {
 	s.mu.Lock()
-	if !s.mu.blocked {
+	if !s.mu.blocked && !s.mu.holding {
 		s.mu.Unlock()
 		return
 	}
-	s.mu.blocked = false
+	s.mu.blocked, s.mu.holding = false, false
+	s.mu.annChecked = false
 	var l Listener
 	if s.availableLocked() {
 		l = s.mu.listener
@@ -421,6 +478,7 @@ func (s *Subpartition) Release() {
 	s.mu.released = true
 	q := s.mu.queue[s.mu.head:]
 	s.mu.queue, s.mu.head, s.mu.backlog = nil, 0, 0
+	s.mu.holding, s.mu.inBand = false, 0
 	s.mu.listener = nil
 	s.mu.Unlock()
 	for _, b := range q {
