@@ -55,6 +55,14 @@ type ResultPartition struct {
 	stats    PartitionStats
 	finished bool
 	rr       int // round-robin position for Rebalance
+
+	// watch lists the barriers WatchBarrier waits for; watching says
+	// whether it ever did (readers skip the lock otherwise).
+	watching atomic.Bool
+	watch    struct {
+		mu   sync.Mutex
+		list []*barrierWatch
+	}
 }
 
 // NewResultPartition creates a partition of n subpartitions drawing buffers

@@ -40,6 +40,67 @@ type priorityState struct {
 	// recorded itself: the producer no longer turns it into a priority
 	// barrier.
 	claimed barrier.CheckpointID
+	// left is the newest in-band barrier that left the producer's hands
+	// (taken, claimed or converted), for WatchBarrier.
+	left barrier.CheckpointID
+}
+
+// barrierWatch waits for one barrier to leave every subpartition.
+type barrierWatch struct {
+	id      barrier.CheckpointID
+	counted []bool
+	left    int
+	done    func()
+}
+
+// WatchBarrier arranges for done to be called once the in-band barrier id
+// (about to be broadcast) has left the producer's hands in every
+// subpartition: its reader took it, a local reader claimed it, or
+// ConvertBarrier converted it. done is called from whichever goroutine
+// did the last of these, possibly with network locks held: it must not
+// block or call back into the network. Call it from the producer's
+// goroutine before the barrier is broadcast.
+func (p *ResultPartition) WatchBarrier(id barrier.CheckpointID, done func()) {
+	p.watching.Store(true)
+	p.watch.mu.Lock()
+	p.watch.list = append(p.watch.list, &barrierWatch{id: id, counted: make([]bool, len(p.subs)), done: done})
+	p.watch.mu.Unlock()
+}
+
+// barrierLeft counts barrier id, and the older ones watched, as gone from
+// subpartition sub.
+func (p *ResultPartition) barrierLeft(sub int, id barrier.CheckpointID) {
+	var done []func()
+	p.watch.mu.Lock()
+	keep := p.watch.list[:0]
+	for _, w := range p.watch.list {
+		if w.id <= id && !w.counted[sub] {
+			w.counted[sub] = true
+			w.left++
+		}
+		if w.left == len(w.counted) {
+			done = append(done, w.done)
+			continue
+		}
+		keep = append(keep, w)
+	}
+	clear(p.watch.list[len(keep):])
+	p.watch.list = keep
+	p.watch.mu.Unlock()
+	for _, f := range done {
+		f()
+	}
+}
+
+// barrierLeftLocked reports that in-band barrier id left s.
+func (s *Subpartition) barrierLeftLocked(id barrier.CheckpointID) {
+	if id <= s.mu.left {
+		return
+	}
+	s.mu.left = id
+	if s.parent.watching.Load() {
+		s.parent.barrierLeft(s.index, id)
+	}
 }
 
 // BarrierID returns the checkpoint ID of b if b is a checkpoint barrier
@@ -80,6 +141,8 @@ func (s *Subpartition) polledEventLocked(b *buffer.Buffer) {
 	if isInBandBarrier(b) {
 		s.mu.inBand--
 		s.mu.annChecked = false
+		id, _ := BarrierID(b)
+		s.barrierLeftLocked(id)
 	}
 }
 
@@ -210,6 +273,7 @@ func (s *Subpartition) convertBarrier(id barrier.CheckpointID, ev *buffer.Buffer
 	old := s.removeLocked(k)
 	s.mu.inBand--
 	s.mu.annChecked = false
+	s.barrierLeftLocked(id)
 	s.insertHeadLocked(ev)
 	l := s.mu.listener
 	notify := s.availableLocked()
@@ -234,6 +298,7 @@ func (s *Subpartition) persistAhead(id barrier.CheckpointID, rec Recorder) bool 
 	}
 	s.recordLocked(rec, s.mu.head, k)
 	s.mu.claimed = id
+	s.barrierLeftLocked(id)
 	return true
 }
 
@@ -257,6 +322,7 @@ func (s *Subpartition) prioritizeBarrier(id barrier.CheckpointID, rec Recorder) 
 	}
 	s.mu.annChecked = false
 	s.mu.claimed = id
+	s.barrierLeftLocked(id)
 	if !s.mu.holding {
 		s.mu.hold, s.mu.holding = k, true
 	}
@@ -329,4 +395,29 @@ func (p *ResultPartition) ConvertBarrier(id barrier.CheckpointID, payload []byte
 		}
 	}
 	return done
+}
+
+// RestoreInFlight queues, in subpartition sub, an item of the channel
+// state the producer recorded at an unaligned checkpoint: data bytes
+// (records, cut anywhere) go into data buffers as they are, an event
+// payload into an event buffer. Restored items come before anything the
+// producer writes: call it from the producer's goroutine before it
+// writes. It blocks while the pool is empty.
+func (p *ResultPartition) RestoreInFlight(sub int, event bool, payload []byte) error {
+	if event {
+		p.subs[sub].add(buffer.Wrap(append([]byte(nil), payload...), buffer.Event))
+		return nil
+	}
+	for len(payload) > 0 {
+		b, err := p.requestBuffer()
+		if err != nil {
+			return err
+		}
+		n := copy(b.Segment(), payload)
+		b.SetLen(n)
+		payload = payload[n:]
+		p.stats.Buffers++
+		p.subs[sub].add(b)
+	}
+	return nil
 }
