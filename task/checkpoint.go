@@ -39,9 +39,16 @@ type CheckpointMetrics struct {
 
 // CheckpointConfig turns checkpointing on for a task.
 type CheckpointConfig struct {
-	Mode      barrier.Mode
-	Storage   state.Storage
-	Responder CheckpointResponder
+	Mode barrier.Mode
+	// Alignment is how exactly-once checkpoints align at the task's
+	// inputs: barrier.Aligned (the default), barrier.Unaligned or
+	// barrier.AlignedWithTimeout after AlignmentTimeout. With the last two
+	// the task takes savepoints aligned all the same, and takes each
+	// checkpoint the way its barrier says.
+	Alignment        barrier.Alignment
+	AlignmentTimeout time.Duration
+	Storage          state.Storage
+	Responder        CheckpointResponder
 }
 
 // RestoreConfig tells a task to start from a checkpoint.
@@ -51,8 +58,16 @@ type RestoreConfig struct {
 	// previous run (all of them: keyed state is picked by key group and
 	// operator state redistributed, so parallelism may change).
 	Operators map[string][]state.OperatorSubtaskState
-	// PrevParallelism is the vertex's parallelism in the checkpoint.
-	Reader state.StateReader
+	Reader    state.StateReader
+	// Channels holds the channel state (unaligned checkpoints) of the
+	// vertex's subtasks, by subtask index; PrevParallelism is the vertex's
+	// parallelism in the checkpoint. Channel state restores only at the
+	// same parallelism.
+	Channels        map[int]*state.ChannelStateHandle
+	PrevParallelism int
+	// Finished lists the subtasks that had finished: deployed finished,
+	// they run nothing.
+	Finished map[int]bool
 }
 
 // opState is one operator's state backends.
@@ -72,15 +87,21 @@ type checkpointer struct {
 	nblock  int
 	alignAt time.Time
 	failure error // set by a Controller callback, checked after it returns
+
+	// states are the channel states being recorded, by checkpoint.
+	states map[barrier.CheckpointID]*channelState
+	// timers are alignment timers and output-side alignment timeouts.
+	timers   []ckptTimer
+	switched int // checkpoints whose alignment timed out
 }
 
 func newCheckpointer(t *Task, cfg *CheckpointConfig) (*checkpointer, error) {
 	if cfg.Storage == nil || cfg.Responder == nil {
 		return nil, fmt.Errorf("task %s: checkpointing without storage or responder", t.cfg.Name)
 	}
-	c := &checkpointer{t: t, cfg: cfg}
+	c := &checkpointer{t: t, cfg: cfg, states: map[barrier.CheckpointID]*channelState{}}
 	if g := t.cfg.Gate; g != nil {
-		h, err := barrier.New(cfg.Mode, g.NumChannels(), c)
+		h, err := newHandler(cfg, g.NumChannels(), c)
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", t.cfg.Name, err)
 		}
@@ -96,7 +117,14 @@ func (c *checkpointer) err() error {
 	return err
 }
 
-func (c *checkpointer) close() {}
+// close gives up the channel states still being recorded: the task
+// stopped.
+func (c *checkpointer) close() {
+	for id, s := range c.states {
+		s.abort()
+		delete(c.states, id)
+	}
+}
 
 // onBarrier hands barrier b from channel ch to the handler. A channel the
 // handler did not block is resumed at once: its producer stopped after
@@ -148,6 +176,7 @@ func (c *checkpointer) TriggerCheckpoint(b barrier.Barrier) {
 // and decline.
 func (c *checkpointer) AbortCheckpoint(id barrier.CheckpointID, reason barrier.AbortReason) {
 	c.alignAt = time.Time{}
+	c.dropState(id)
 	c.t.broadcastEvent(cancelPayload(id), buffer.Event)
 	c.t.decline(id, barrier.DeclineReasonOf(reason), nil)
 }
@@ -222,6 +251,9 @@ func (t *Task) NotifyCheckpointAborted(id barrier.CheckpointID) {
 		if t.ckpt != nil && t.ckpt.handler != nil {
 			t.ckpt.handler.Abort(id)
 		}
+		if t.ckpt != nil {
+			t.ckpt.dropState(id)
+		}
 		for _, op := range t.cfg.Operators {
 			if err := op.NotifyCheckpointAborted(id); err != nil {
 				return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("checkpoint %d aborted: %w", id, err)}
@@ -261,11 +293,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("prepare checkpoint %d: %w", b.ID, err)}
 		}
 	}
-	dt := buffer.AlignedBarrier
-	if c.cfg.Mode == barrier.AtLeastOnce {
-		dt = buffer.Event
-	}
-	t.broadcastEvent(barrierPayload(b), dt)
+	chs := t.emitBarrier(b)
 
 	parts := make([]snapshotPart, 0, len(t.cfg.Operators))
 	// Every asynchronous part must run exactly once (state.Snapshot's
@@ -279,6 +307,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 	for i, op := range t.cfg.Operators {
 		if err := op.SnapshotState(b.ID); err != nil {
 			abandon()
+			c.dropState(b.ID)
 			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("snapshot checkpoint %d: %w", b.ID, err)}
 		}
 		st := t.states[i]
@@ -294,6 +323,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 		if err != nil {
 			p.abandon()
 			abandon()
+			c.dropState(b.ID)
 			t.declineSnapshot(b.ID, op, err)
 			return nil
 		}
@@ -322,6 +352,16 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 			}
 			os.Operator = h
 			snap.Operators[p.opID] = os
+		}
+		if firstErr == nil && chs != nil {
+			h, ok, err := t.writeChannelState(t.runCtx, chs)
+			switch {
+			case err != nil:
+				firstErr = err
+			case !ok:
+				return // aborted: the task or the coordinator knows
+			}
+			snap.Channels = h
 		}
 		if firstErr != nil {
 			if t.runCtx.Err() != nil {

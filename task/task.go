@@ -112,6 +112,7 @@ type Task struct {
 	valve      *eventtime.Valve // combines the input channels' watermarks (tasks with a gate)
 	out        outputTime       // watermark and status forwarded to the outputs
 	proc       procTimers       // processing-time callbacks requested by operators
+	ckptNext   int64            // the checkpointer's next timer (unix ms), noTime if none
 	inputEnded bool
 	ckpt       *checkpointer
 	asyncWG    sync.WaitGroup
@@ -159,6 +160,7 @@ func New(cfg Config) (*Task, error) {
 	t.metrics.Name = cfg.Name
 	t.out = outputTime{watermark: eventtime.MinWatermark}
 	t.proc = newProcTimers(len(cfg.Operators))
+	t.ckptNext = noTime
 	if cfg.Gate != nil {
 		v, err := eventtime.NewValve(cfg.Gate.NumChannels())
 		if err != nil {
@@ -356,6 +358,9 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			return &Error{Task: t.cfg.Name, Err: err}
 		}
 	}
+	if err := t.restoreChannelState(); err != nil {
+		return err
+	}
 	t.timer = time.NewTimer(time.Hour)
 	t.timer.Stop()
 	defer t.timer.Stop()
@@ -528,8 +533,8 @@ func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure boo
 // flush deadline and the next processing-time callback (zero: none).
 func (t *Task) nextDeadline() time.Time {
 	d := t.flushDeadline
-	if t.proc.next != noTime {
-		p := time.UnixMilli(t.proc.next)
+	if next := min(t.proc.next, t.ckptNext); next != noTime {
+		p := time.UnixMilli(next)
 		if d.IsZero() || p.Before(d) {
 			d = p
 		}
@@ -542,7 +547,12 @@ func (t *Task) nextDeadline() time.Time {
 func (t *Task) tick(now time.Time) error {
 	t.maybeFlush(now)
 	if t.proc.next != noTime && now.UnixMilli() >= t.proc.next {
-		return t.fireProcessingTime(now.UnixMilli())
+		if err := t.fireProcessingTime(now.UnixMilli()); err != nil {
+			return err
+		}
+	}
+	if t.ckptNext != noTime && now.UnixMilli() >= t.ckptNext {
+		return t.ckpt.fireTimers(now.UnixMilli())
 	}
 	return nil
 }
@@ -678,7 +688,14 @@ func (t *Task) handleEvent(ch int, b *buffer.Buffer) error {
 		}
 		t.finishedCh++
 		if t.ckpt != nil {
+			// The channel's in-flight data ends here.
+			for id := range t.ckpt.states {
+				t.ckpt.channel(barrier.ChannelIndex(ch)).StopPersisting(id)
+			}
 			t.ckpt.handler.ProcessEndOfPartition(barrier.ChannelIndex(ch))
+			if err := t.ckpt.err(); err != nil {
+				return err
+			}
 		}
 		t.cfg.Gate.Channel(ch).Release()
 		if t.finishedCh == t.cfg.Gate.NumChannels() {
@@ -691,7 +708,14 @@ func (t *Task) handleEvent(ch int, b *buffer.Buffer) error {
 			t.cfg.Gate.Resume(ch)
 			return nil
 		}
+		if b.Type() == buffer.PriorityEvent {
+			return t.ckpt.onPriorityBarrier(ch, ev.barrier)
+		}
 		return t.ckpt.onBarrier(ch, ev.barrier)
+	case evAnnouncement:
+		if t.ckpt != nil {
+			return t.ckpt.onAnnouncement(ch, ev.barrier)
+		}
 	case evCancel:
 		if t.ckpt != nil {
 			t.ckpt.handler.ProcessCancel(barrier.ChannelIndex(ch), ev.cancelID)
