@@ -26,6 +26,22 @@ type CheckpointConfig struct {
 	TolerableFailures int           // consecutive failed checkpoints tolerated (default 0)
 	Retained          int           // completed checkpoints kept (default 1)
 	RetainOnCancel    bool
+	// Unaligned makes exactly-once checkpoints unaligned (Flink's
+	// execution.checkpointing.unaligned): barriers overtake the data in
+	// flight between tasks, which is written into the checkpoint as
+	// channel state, so a checkpoint does not wait for a back-pressured
+	// job to drain. It costs checkpoint size (the in-flight data, at most
+	// the network buffers of the job) and a copy of each recorded buffer
+	// while a checkpoint is pending; an unaligned checkpoint restores only
+	// at the parallelism it was taken at. Savepoints are always aligned.
+	Unaligned bool
+	// AlignedTimeout, with Unaligned, starts every checkpoint aligned and
+	// switches it to unaligned once its alignment has taken this long,
+	// counted from the checkpoint's start (Flink's
+	// execution.checkpointing.aligned-checkpoint-timeout): checkpoints of
+	// a job that is not back-pressured stay aligned and small. 0 (the
+	// default): unaligned from the start.
+	AlignedTimeout time.Duration
 	// Dir is the checkpoint directory; empty keeps checkpoints in memory
 	// (lost with the process). Storage, when set, overrides Dir.
 	Dir     string
@@ -40,7 +56,8 @@ type RestartStrategy = coordinator.RestartStrategy
 
 func (c *CheckpointConfig) coordinatorConfig() coordinator.Config {
 	return coordinator.Config{Interval: c.Interval, Mode: c.Mode, MinPause: c.MinPause, Timeout: c.Timeout,
-		MaxConcurrent: c.MaxConcurrent, TolerableFailures: c.TolerableFailures, Retained: c.Retained, RetainOnCancel: c.RetainOnCancel}
+		MaxConcurrent: c.MaxConcurrent, TolerableFailures: c.TolerableFailures, Retained: c.Retained, RetainOnCancel: c.RetainOnCancel,
+		Unaligned: c.Unaligned, AlignedTimeout: c.AlignedTimeout}
 }
 
 func (c *CheckpointConfig) validate() error {

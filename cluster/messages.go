@@ -219,6 +219,10 @@ type Deploy struct {
 	RestoreDir    string            `json:"RestoreDir"`    // the restored checkpoint's directory
 	CheckpointDir string            `json:"CheckpointDir"` // where tasks write this attempt's checkpoints
 	Mode          barrier.Mode      `json:"Mode"`          // the checkpointing mode
+	// Alignment and AlignmentTimeoutMillis say how exactly-once
+	// checkpoints align (task.CheckpointConfig); absent: aligned.
+	Alignment              barrier.Alignment `json:"Alignment,omitempty"`
+	AlignmentTimeoutMillis int64             `json:"AlignmentTimeoutMillis,omitempty"`
 }
 
 // CancelAttempt stops every task of Attempt on the worker (after a failure

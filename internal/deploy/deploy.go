@@ -101,6 +101,11 @@ func Deploy(g *graph.JobGraph, cfg Config, pool *buffer.GlobalPool, ck *task.Che
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if restore != nil {
+		if err := restore.Check(g); err != nil {
+			return nil, err
+		}
+	}
 	b := &builder{g: g, cfg: &cfg, pool: pool, ck: ck, restore: restore, pl: pl,
 		d: &Deployment{}, parts: map[partitionKey]*network.ResultPartition{}}
 	if pl.Net != nil {

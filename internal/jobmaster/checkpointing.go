@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -24,6 +25,10 @@ type checkpointing struct {
 	coord   *coordinator.CheckpointCoordinator
 	storage state.Storage
 	mode    barrier.Mode
+	// alignment and alignTimeout: how exactly-once checkpoints align at
+	// the tasks' inputs.
+	alignment    barrier.Alignment
+	alignTimeout time.Duration
 	from    *deploy.RestorePoint // the job's starting point (CheckpointSpec.RestoreFrom), or nil
 
 	mu            sync.Mutex
@@ -31,7 +36,8 @@ type checkpointing struct {
 }
 
 func (ck *checkpointing) taskConfig() *task.CheckpointConfig {
-	return &task.CheckpointConfig{Mode: ck.mode, Storage: ck.storage, Responder: responder{ck.coord}}
+	return &task.CheckpointConfig{Mode: ck.mode, Alignment: ck.alignment, AlignmentTimeout: ck.alignTimeout,
+		Storage: ck.storage, Responder: responder{ck.coord}}
 }
 
 // responder adapts the coordinator to task.CheckpointResponder.
@@ -85,6 +91,12 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 		}
 	}()
 	ck := &checkpointing{storage: storage, mode: cc.Coordinator.Mode}
+	if cc.Coordinator.Unaligned {
+		ck.alignment = barrier.Unaligned
+		if cc.Coordinator.AlignedTimeout > 0 {
+			ck.alignment, ck.alignTimeout = barrier.AlignedWithTimeout, cc.Coordinator.AlignedTimeout
+		}
+	}
 	var claim bool
 	if cc.RestoreFrom != "" {
 		rp, c, err := openRestorePoint(cc.RestoreFrom, storage, log)

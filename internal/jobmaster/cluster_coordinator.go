@@ -148,7 +148,8 @@ func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.Re
 	a := &clusterAttempt{j: j, n: cluster.Attempt(n), sources: sources, all: all,
 		owner: make(map[state.TaskKey]string, len(all)), ended: map[state.TaskKey]error{}, stats: map[state.TaskKey]task.Metrics{},
 		lost: map[string]error{}, commits: map[string]string{}, notify: make(chan struct{}, 1), outbox: newSerialQueue()}
-	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, Mode: j.mode}
+	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, Mode: j.mode,
+		Alignment: j.ck.alignment, AlignmentTimeoutMillis: j.ck.alignTimeout.Milliseconds()}
 	for _, k := range all {
 		// Subtask i of every vertex goes to the same worker: forward
 		// exchanges stay in one process.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -288,7 +289,8 @@ func (w *worker) deployment(d *cluster.Deploy, pl *deploy.Placement) (*deploy.De
 		}
 		rp = &deploy.RestorePoint{Meta: m, Reader: reader}
 	}
-	tc := &task.CheckpointConfig{Mode: d.Mode, Storage: storage, Responder: &workerResponder{w: w, n: d.Attempt}}
+	tc := &task.CheckpointConfig{Mode: d.Mode, Alignment: d.Alignment, AlignmentTimeout: time.Duration(d.AlignmentTimeoutMillis) * time.Millisecond,
+		Storage: storage, Responder: &workerResponder{w: w, n: d.Attempt}}
 	return deploy.Deploy(w.spec.Graph, w.spec.Deploy, w.pool, tc, rp, pl)
 }
 
