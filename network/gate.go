@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
@@ -44,6 +45,9 @@ type InputGate struct {
 	name     string
 	channels []InputChannel
 	ready    chan struct{} // capacity 1: something was queued
+	// priority mirrors "mu.prio is not empty" for a check without the
+	// lock (PriorityPending).
+	priority atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -139,9 +143,16 @@ func (g *InputGate) NotifyPriority(i int) {
 	}
 	g.mu.prioEnqueued[i] = true
 	g.mu.prio = append(g.mu.prio, i)
+	g.priority.Store(true)
 	g.mu.Unlock()
 	g.signal()
 }
+
+// PriorityPending reports, without taking the gate's lock, whether some
+// channel announced a priority item not yet taken: a task that is busy
+// with a buffer checks it now and then, to take an unaligned barrier
+// before it finishes the buffer.
+func (g *InputGate) PriorityPending() bool { return g.priority.Load() }
 
 // popPriorityLocked takes the first channel with a priority item, or -1.
 func (g *InputGate) popPriorityLocked() int {
@@ -152,6 +163,9 @@ func (g *InputGate) popPriorityLocked() int {
 	copy(g.mu.prio, g.mu.prio[1:])
 	g.mu.prio = g.mu.prio[:len(g.mu.prio)-1]
 	g.mu.prioEnqueued[i] = false
+	if len(g.mu.prio) == 0 {
+		g.priority.Store(false)
+	}
 	return i
 }
 
@@ -226,14 +240,6 @@ func (g *InputGate) PollPriority() (ch int, b *buffer.Buffer, err error) {
 			return i, b, nil
 		}
 	}
-}
-
-// HasPriority reports whether some channel announced a priority item
-// not yet taken. It takes the gate's lock.
-func (g *InputGate) HasPriority() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.mu.prio) > 0
 }
 
 // Resume resumes channel i after an aligned barrier.

@@ -55,6 +55,10 @@ type ResultPartition struct {
 	stats    PartitionStats
 	finished bool
 	rr       int // round-robin position for Rebalance
+	// overdrawn: the producer took an overdraft buffer and has not found
+	// room since (Available); it should wait for room before producing
+	// more.
+	overdrawn bool
 
 	// watch lists the barriers WatchBarrier waits for; watching says
 	// whether it ever did (readers skip the lock otherwise).
@@ -103,14 +107,40 @@ func (p *ResultPartition) Subpartition(i int) *Subpartition { return p.subs[i] }
 // goroutine or after it finished.
 func (p *ResultPartition) Stats() PartitionStats { return p.stats }
 
+// DefaultOverdraftBuffers is how many buffers beyond its pool a partition
+// takes to finish a record rather than blocking (Flink's
+// taskmanager.network.memory.max-overdraft-buffers-per-gate), when its
+// pool allows them (buffer.LocalPool.SetOverdraft).
+const DefaultOverdraftBuffers = 5
+
 // Available returns nil if the producer can get a buffer now, or a channel
 // closed once it may. A task checks it before pulling from a source so it
 // waits for output space in its mailbox loop instead of inside a write.
-func (p *ResultPartition) Available() <-chan struct{} { return p.pool.Available() }
+// Producer goroutine only.
+func (p *ResultPartition) Available() <-chan struct{} {
+	ch := p.pool.Available()
+	if ch == nil {
+		p.overdrawn = false
+	}
+	return ch
+}
+
+// Overdrawn reports whether the producer took an overdraft buffer (its
+// pool was empty in the middle of a record) and has not found room since:
+// it should wait (Available) before it produces more. Producer goroutine
+// only.
+func (p *ResultPartition) Overdrawn() bool { return p.overdrawn }
 
 func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
 	b, err := p.pool.Request()
 	if b != nil || err != nil {
+		return b, err
+	}
+	// An overdraft buffer lets the record be finished without blocking:
+	// the task then waits for room in its mailbox, where it still takes
+	// checkpoints.
+	if b, err = p.pool.RequestOverdraft(); b != nil || err != nil {
+		p.overdrawn = b != nil
 		return b, err
 	}
 	start := time.Now()

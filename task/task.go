@@ -495,6 +495,11 @@ func (t *Task) flushOutputs() {
 // or ctx is done, and counts the time as idle (or back-pressured when
 // waiting for output buffers).
 func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure bool) error {
+	return t.waitEither(ctx, ready, nil, backPressure)
+}
+
+// waitEither is wait for either of two channels (one may be nil).
+func (t *Task) waitEither(ctx context.Context, ready, ready2 <-chan struct{}, backPressure bool) error {
 	start := time.Now()
 	var timerC <-chan time.Time
 	if deadline := t.nextDeadline(); !deadline.IsZero() {
@@ -504,6 +509,7 @@ func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure boo
 	var err error
 	select {
 	case <-ready:
+	case <-ready2:
 	case <-t.mail.signal:
 		err = t.runMails()
 	case <-timerC:
@@ -628,6 +634,12 @@ func (t *Task) runInput(ctx context.Context) error {
 		if err := t.runMails(); err != nil {
 			return err
 		}
+		if t.overdrawn() {
+			if err := t.waitForOutputs(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		ch, b, err := gate.PollNext()
 		if err != nil {
 			return t.wrapErr(err)
@@ -665,6 +677,14 @@ func (t *Task) runInput(ctx context.Context) error {
 			if err := in.ProcessRecord(rec); err != nil {
 				t.metrics.RecordsIn += n
 				return t.wrapErr(err)
+			}
+			if n&63 == 0 && (gate.PriorityPending() || t.ckptNext != noTime) {
+				// A long buffer (a slow operator) does not hold up an
+				// unaligned barrier or an alignment timeout.
+				if err := t.midBuffer(); err != nil {
+					t.metrics.RecordsIn += n
+					return err
+				}
 			}
 		}
 		t.metrics.RecordsIn += n

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
@@ -498,4 +499,64 @@ func (c *checkpointer) prune() {
 		default:
 		}
 	}
+}
+
+// midBuffer takes the priority items of the input gate (unaligned
+// barriers, announcements) and fires due checkpoint timers between two
+// records of a buffer.
+func (t *Task) midBuffer() error {
+	if err := t.takePriority(); err != nil {
+		return err
+	}
+	if t.ckptNext != noTime {
+		if now := time.Now().UnixMilli(); now >= t.ckptNext {
+			return t.ckpt.fireTimers(now)
+		}
+	}
+	return nil
+}
+
+// takePriority handles every priority item waiting in the input gate.
+func (t *Task) takePriority() error {
+	for {
+		ch, b, err := t.cfg.Gate.PollPriority()
+		if err != nil {
+			return t.wrapErr(err)
+		}
+		if b == nil {
+			return nil
+		}
+		err = t.handleEvent(ch, b)
+		b.Release()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// overdrawn reports whether an output took an overdraft buffer: the task
+// must wait for room before it takes more input.
+func (t *Task) overdrawn() bool {
+	for _, p := range t.cfg.Outputs {
+		if p.Overdrawn() {
+			return true
+		}
+	}
+	return false
+}
+
+// waitForOutputs waits, with full outputs, for room or for a priority
+// item (an unaligned barrier is taken even while the outputs are full).
+func (t *Task) waitForOutputs(ctx context.Context) error {
+	if err := t.takePriority(); err != nil {
+		return err
+	}
+	ch := t.outputsBlocked()
+	if ch == nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return t.waitEither(ctx, ch, t.cfg.Gate.Ready(), true)
 }

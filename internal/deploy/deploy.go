@@ -156,6 +156,7 @@ func (b *builder) partitions(v *graph.Vertex, i int) error {
 		if err != nil {
 			return fmt.Errorf("weir: deploying %s: %w", v.TaskName(i), err)
 		}
+		lp.SetOverdraft(network.DefaultOverdraftBuffers)
 		name := fmt.Sprintf("%s -> %s", v.TaskName(i), out.To.Name)
 		p, err := network.NewResultPartition(b.pl.PartitionID(b.g, out, i), name, nsub, lp)
 		if err != nil {

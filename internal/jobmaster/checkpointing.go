@@ -29,7 +29,7 @@ type checkpointing struct {
 	// the tasks' inputs.
 	alignment    barrier.Alignment
 	alignTimeout time.Duration
-	from    *deploy.RestorePoint // the job's starting point (CheckpointSpec.RestoreFrom), or nil
+	from         *deploy.RestorePoint // the job's starting point (CheckpointSpec.RestoreFrom), or nil
 
 	mu            sync.Mutex
 	cancelAttempt context.CancelCauseFunc // of the running attempt
