@@ -234,9 +234,9 @@ func (g *InputGate) PollPriority() (ch int, b *buffer.Buffer, err error) {
 		if err != nil {
 			return i, nil, fmt.Errorf("network: gate %s channel %s: %w", g.name, g.channels[i].Name(), err)
 		}
+		// The channel may hold more, or data only: let PollNext look.
+		g.NotifyChannel(i)
 		if b != nil {
-			// The channel may hold more: let PollNext look.
-			g.NotifyChannel(i)
 			return i, b, nil
 		}
 	}

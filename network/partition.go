@@ -387,23 +387,23 @@ func (s *Subpartition) add(b *buffer.Buffer) {
 		s.mu.head = 0
 	}
 	s.mu.queue = append(s.mu.queue, b)
-	var l Listener
+	l := s.mu.listener
+	priority := false
 	if b.IsData() {
 		s.mu.backlog++
-	} else if s.addedEventLocked(b) {
-		// An announcement fell due: the local reader takes it first.
-		l = s.mu.listener
-		s.mu.Unlock()
-		if l != nil {
-			l.NotifyPriority()
-		}
+	} else {
+		// An announcement may fall due: the local reader takes it first.
+		priority = s.addedEventLocked(b)
+	}
+	notify := wasEmpty && s.availableLocked()
+	s.mu.Unlock()
+	if l == nil {
 		return
 	}
-	if wasEmpty && s.availableLocked() {
-		l = s.mu.listener
+	if priority {
+		l.NotifyPriority()
 	}
-	s.mu.Unlock()
-	if l != nil {
+	if notify {
 		l.NotifyDataAvailable()
 	}
 }

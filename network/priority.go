@@ -164,7 +164,7 @@ func (s *Subpartition) announcementLocked() *buffer.Buffer {
 			continue
 		}
 		id, _ := BarrierID(b)
-		if b.Type() != buffer.TimeoutableAlignedBarrier || id <= s.mu.annID || id == s.mu.claimed {
+		if b.Type() != buffer.TimeoutableAlignedBarrier || id <= s.mu.annID {
 			return nil
 		}
 		s.mu.annID = id
