@@ -28,6 +28,9 @@ const (
 	Failed
 	// Canceled: the task stopped because its attempt was canceled.
 	Canceled
+	// Finishing: the task's input ended and it waits for a final
+	// checkpoint before it finishes (it is still running).
+	Finishing
 )
 
 func (s TaskState) String() string {
@@ -40,6 +43,8 @@ func (s TaskState) String() string {
 		return "failed"
 	case Canceled:
 		return "canceled"
+	case Finishing:
+		return "finishing"
 	}
 	return fmt.Sprintf("TaskState(%d)", uint8(s))
 }

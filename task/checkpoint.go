@@ -26,6 +26,13 @@ type CheckpointResponder interface {
 	Running(task state.TaskKey)
 	Acknowledge(task state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m CheckpointMetrics)
 	Decline(task state.TaskKey, id barrier.CheckpointID, reason error)
+	// Finishing reports that the task's input ended and that it waits for
+	// a final checkpoint (FinalCheckpointOperator) before it finishes.
+	Finishing(task state.TaskKey)
+	// Finished reports that the task finished: its input ended, its
+	// operators finished, its outputs ended, and every checkpoint it
+	// started was acknowledged or declined.
+	Finished(task state.TaskKey)
 }
 
 // CheckpointMetrics describe how one task took one checkpoint.
@@ -199,9 +206,16 @@ func (t *Task) TriggerCheckpoint(b barrier.Barrier) {
 	}
 	err := t.postMail(mail{
 		run: func() error {
-			if t.inputEnded {
+			switch {
+			case t.fin.waiting:
+				return t.performFinalCheckpoint(b)
+			case t.inputEnded:
 				t.decline(b.ID, barrier.DeclineTaskFinished, nil)
 				return nil
+			case t.cfg.Source == nil:
+				// Its upstream tasks finished: triggered by the end of
+				// its input.
+				return t.triggerAtEnd(b)
 			}
 			return t.performCheckpoint(b, 0)
 		},
@@ -240,6 +254,7 @@ func (t *Task) NotifyCheckpointComplete(id barrier.CheckpointID) {
 				return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("checkpoint %d complete: %w", id, err)}
 			}
 		}
+		t.finalCompleted(id)
 		return nil
 	})
 }
@@ -253,6 +268,7 @@ func (t *Task) NotifyCheckpointAborted(id barrier.CheckpointID) {
 		}
 		if t.ckpt != nil {
 			t.ckpt.dropState(id)
+			t.finalAborted(id)
 		}
 		for _, op := range t.cfg.Operators {
 			if err := op.NotifyCheckpointAborted(id); err != nil {

@@ -114,6 +114,7 @@ type Task struct {
 	proc       procTimers       // processing-time callbacks requested by operators
 	ckptNext   int64            // the checkpointer's next timer (unix ms), noTime if none
 	inputEnded bool
+	fin        finalState
 	ckpt       *checkpointer
 	asyncWG    sync.WaitGroup
 	states     []opState
@@ -341,6 +342,9 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		switch {
 		case err == nil:
 			t.setState(Finished)
+			if t.ckpt != nil {
+				t.ckpt.cfg.Responder.Finished(t.cfg.Key)
+			}
 		case ctx.Err() != nil && errors.Is(err, context.Canceled):
 			t.setState(Canceled)
 		default:
@@ -349,6 +353,9 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	}()
 	for _, p := range t.cfg.Outputs {
 		p.SetContext(ctx)
+	}
+	if t.restoredFinished() {
+		return t.runFinished(ctx)
 	}
 	if err := t.open(); err != nil {
 		return err
@@ -377,7 +384,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	return t.finish()
+	return t.finish(ctx)
 }
 
 func (t *Task) open() error {
@@ -389,7 +396,7 @@ func (t *Task) open() error {
 		oc := &OperatorContext{TaskName: t.cfg.Name, Subtask: t.cfg.Key.Subtask, Parallelism: t.cfg.Parallelism,
 			MaxParallelism: t.cfg.MaxParallelism, KeyGroups: rng,
 			Keyed: t.states[i].keyed, OperatorState: t.states[i].operator, t: t, index: i,
-			Logger: t.log, ExactlyOnce: t.ckpt != nil && t.ckpt.cfg.Mode == barrier.ExactlyOnce}
+			Logger: t.log, ExactlyOnce: t.ckpt != nil && t.ckpt.cfg.Mode == barrier.ExactlyOnce, Checkpointing: t.ckpt != nil}
 		if r := t.cfg.Restore; r != nil {
 			oc.Restored, oc.RestoredID = true, r.ID
 		}
@@ -400,12 +407,24 @@ func (t *Task) open() error {
 	return nil
 }
 
-// finish ends a task whose input ended: operators flush, outputs get end of
-// partition.
-func (t *Task) finish() error {
+// finish ends a task whose input ended: a trigger that waited for the end
+// of the input is taken, operators flush, the task waits for a final
+// checkpoint if an operator wants one, outputs get end of partition.
+func (t *Task) finish(ctx context.Context) error {
+	if b := t.fin.deferred; b != nil {
+		t.fin.deferred = nil
+		if err := t.performCheckpoint(*b, 0); err != nil {
+			return err
+		}
+	}
 	for _, op := range t.cfg.Operators {
 		if err := op.Finish(); err != nil {
 			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("finish: %w", err)}
+		}
+	}
+	if t.needsFinalCheckpoint() {
+		if err := t.awaitFinalCheckpoint(ctx); err != nil {
+			return err
 		}
 	}
 	eop := endOfPartitionPayload()

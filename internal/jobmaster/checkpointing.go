@@ -51,6 +51,10 @@ func (r responder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap st
 
 func (r responder) Running(k state.TaskKey) { r.c.TaskRunning(k) }
 
+func (r responder) Finishing(k state.TaskKey) { r.c.TaskFinishing(k) }
+
+func (r responder) Finished(k state.TaskKey) { r.c.TaskFinished(k) }
+
 func (r responder) Decline(k state.TaskKey, id barrier.CheckpointID, reason error) {
 	r.c.Decline(k, id, reason)
 }

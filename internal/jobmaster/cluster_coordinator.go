@@ -108,7 +108,12 @@ func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
 	case a == nil:
 	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n && m.TaskStatus.State == cluster.Running:
 		j.ck.coord.TaskRunning(m.TaskStatus.Task)
+	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n && m.TaskStatus.State == cluster.Finishing:
+		j.ck.coord.TaskFinishing(m.TaskStatus.Task)
 	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n:
+		if m.TaskStatus.State == cluster.Finished {
+			j.ck.coord.TaskFinished(m.TaskStatus.Task)
+		}
 		a.taskEnded(m.TaskStatus)
 	case m.Ack != nil && m.Ack.Attempt == a.n:
 		r := m.Ack

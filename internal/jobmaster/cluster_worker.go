@@ -305,6 +305,14 @@ func (r *workerResponder) Running(k state.TaskKey) {
 	r.w.send(context.Background(), cluster.WorkerMessage{TaskStatus: &cluster.TaskStatus{Attempt: r.n, Task: k, State: cluster.Running}})
 }
 
+func (r *workerResponder) Finishing(k state.TaskKey) {
+	r.w.send(context.Background(), cluster.WorkerMessage{TaskStatus: &cluster.TaskStatus{Attempt: r.n, Task: k, State: cluster.Finishing}})
+}
+
+// Finished implements task.CheckpointResponder: the TaskStatus the worker
+// sends when the task returned (after its acknowledgements) says it.
+func (r *workerResponder) Finished(state.TaskKey) {}
+
 func (r *workerResponder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m task.CheckpointMetrics) {
 	r.w.send(context.Background(), cluster.WorkerMessage{Ack: &cluster.Ack{Attempt: r.n, Task: k, ID: id,
 		Snapshot: state.EncodeTaskSnapshot(snap), Metrics: cluster.CheckpointMetricsFrom(checkpointMetrics(m))}})

@@ -127,5 +127,5 @@ func newFailover(spec *Spec, ck *checkpointing, start startAttempt) *failover {
 	if restart == nil {
 		restart = DefaultRestartStrategy()
 	}
-	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger}
+	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger, upstream: spec.Graph.Upstream()}
 }
