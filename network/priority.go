@@ -40,9 +40,6 @@ type priorityState struct {
 	// recorded itself: the producer no longer turns it into a priority
 	// barrier.
 	claimed barrier.CheckpointID
-	// left is the newest in-band barrier that left the producer's hands
-	// (taken, claimed or converted), for WatchBarrier.
-	left barrier.CheckpointID
 }
 
 // barrierWatch waits for one barrier to leave every subpartition.
@@ -67,14 +64,16 @@ func (p *ResultPartition) WatchBarrier(id barrier.CheckpointID, done func()) {
 	p.watch.mu.Unlock()
 }
 
-// barrierLeft counts barrier id, and the older ones watched, as gone from
-// subpartition sub.
+// barrierLeft counts barrier id as gone from subpartition sub (each
+// subpartition counts once per barrier: a claimed barrier is taken later).
+// Only id itself counts: a newer barrier turned into a priority event
+// overtakes an older one that is still queued.
 func (p *ResultPartition) barrierLeft(sub int, id barrier.CheckpointID) {
 	var done []func()
 	p.watch.mu.Lock()
 	keep := p.watch.list[:0]
 	for _, w := range p.watch.list {
-		if w.id <= id && !w.counted[sub] {
+		if w.id == id && !w.counted[sub] {
 			w.counted[sub] = true
 			w.left++
 		}
@@ -94,10 +93,6 @@ func (p *ResultPartition) barrierLeft(sub int, id barrier.CheckpointID) {
 
 // barrierLeftLocked reports that in-band barrier id left s.
 func (s *Subpartition) barrierLeftLocked(id barrier.CheckpointID) {
-	if id <= s.mu.left {
-		return
-	}
-	s.mu.left = id
 	if s.parent.watching.Load() {
 		s.parent.barrierLeft(s.index, id)
 	}

@@ -12,17 +12,43 @@ import (
 //
 // Every item appended to the queue gets an arrival number (arrived counts
 // them, polled counts those taken), so a barrier's place in the stream
-// survives the consumer taking items meanwhile: the items ahead of the
-// barrier with arrival number barAt are those numbered below barAt.
+// survives the consumer taking items meanwhile: the items ahead of a
+// barrier that arrived when arrived was at are those numbered below at.
 type unaligned struct {
 	prio []*buffer.Buffer // priority events and announcements, FIFO
 
 	rec   Recorder // records arrivals until barrier recID, when not nil
 	recID barrier.CheckpointID
 
-	barID           barrier.CheckpointID // newest barrier received (in band or priority)
-	barAt           uint64
+	// bars are the latest barriers received (in band or priority), in
+	// arrival order, with the arrival number they came at.
+	bars            []barrierAt
 	arrived, polled uint64
+}
+
+type barrierAt struct {
+	id barrier.CheckpointID
+	at uint64
+}
+
+// maxBarriersKept bounds unaligned.bars: barriers of checkpoints that many
+// behind are of no more use.
+const maxBarriersKept = 8
+
+// barrierPos returns where barrier id arrived: its arrival number, or if
+// only newer barriers arrived, the earliest of theirs (a newer barrier
+// overtook id's at the producer, so nothing comes between them); ok is
+// false if neither arrived.
+func (u *unaligned) barrierPos(id barrier.CheckpointID) (at uint64, ok bool) {
+	for _, b := range u.bars {
+		switch {
+		case b.id == id:
+			return b.at, true
+		case b.id > id && (!ok || b.at < at):
+			at, ok = b.at, true
+		}
+	}
+	return at, ok
 }
 
 // pushLocked queues b, recording it and noting barriers; it reports
@@ -31,7 +57,11 @@ func (ch *RemoteChannel) pushLocked(b *buffer.Buffer) bool {
 	id, isBarrier := BarrierID(b)
 	switch {
 	case isBarrier:
-		ch.mu.barID, ch.mu.barAt = id, ch.mu.arrived
+		if len(ch.mu.bars) == maxBarriersKept {
+			copy(ch.mu.bars, ch.mu.bars[1:])
+			ch.mu.bars = ch.mu.bars[:maxBarriersKept-1]
+		}
+		ch.mu.bars = append(ch.mu.bars, barrierAt{id: id, at: ch.mu.arrived})
 		if ch.mu.rec != nil && id >= ch.mu.recID {
 			ch.mu.rec = nil
 		}
@@ -73,9 +103,9 @@ func (ch *RemoteChannel) Persist(id barrier.CheckpointID, rec Recorder) {
 	if ch.mu.released || ch.mu.err != nil || ch.mu.ended && ch.mu.head == len(ch.mu.queue) {
 		return
 	}
-	if ch.mu.barID >= id {
-		if ch.mu.barAt > ch.mu.polled {
-			n := int(ch.mu.barAt - ch.mu.polled)
+	if at, ok := ch.mu.barrierPos(id); ok {
+		if at > ch.mu.polled {
+			n := int(at - ch.mu.polled)
 			for _, b := range ch.mu.queue[ch.mu.head : ch.mu.head+n] {
 				rec.Record(b)
 			}
