@@ -25,7 +25,9 @@ type watchedStorage struct {
 	channels, finished atomic.Int64
 }
 
-func newWatchedStorage() *watchedStorage { return &watchedStorage{FileStorage: state.NewMemoryStorage()} }
+func newWatchedStorage() *watchedStorage {
+	return &watchedStorage{FileStorage: state.NewMemoryStorage()}
+}
 
 func (s *watchedStorage) WriteMetadata(m state.Metadata) error {
 	for _, ts := range m.Tasks {
