@@ -1,10 +1,12 @@
 package weir_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -239,4 +241,115 @@ func TestUnalignedAbortedAndSubsumed(t *testing.T) {
 		require.Zero(t, violations)
 		require.Zero(t, res.LeakedSegments)
 	})
+}
+
+// sumJobAt is a keyed running sum over a held source at parallelism 2,
+// its keyed stage slow and at parallelism p: the exchange between them is
+// full while the source holds its end.
+func sumJobAt(env *weir.Environment, n int64, p int, release func() error) (*weir.Collected[[2]int64], *atomic.Int64) {
+	var read atomic.Int64
+	src := weir.FromPollingReader(env, "held source", func(sub, par int) (weir.PollingReader[[2]int64], error) {
+		return &heldReader{i: int64(sub), step: int64(par), n: n, release: release}, nil
+	}).WithCodec(pairCodec).Parallelism(2).UID("source")
+	counted := weir.Map(src, func(v [2]int64) [2]int64 { read.Add(1); return v }).WithCodec(pairCodec).UID("count")
+	sums := weir.Process(weir.KeyBy(counted, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
+		func() weir.KeyedProcessFunction[int64, [2]int64, [2]int64] {
+			var sum interface {
+				Value() (int64, error)
+				Update(int64) error
+			}
+			slow := &pacer{d: 5 * time.Microsecond}
+			return weir.ProcessFunc(func(rc *weir.RuntimeContext) error {
+				st, err := weir.ValueState(rc, "sum", codec.Int64())
+				sum = st
+				return err
+			}, func(k int64, v [2]int64, out *weir.Collector[[2]int64]) error {
+				slow.step()
+				s, err := sum.Value()
+				if err != nil {
+					return err
+				}
+				if err := sum.Update(s + v[1]); err != nil {
+					return err
+				}
+				out.Emit([2]int64{k, s + v[1]})
+				return nil
+			})
+		}).Name("sum").WithCodec(pairCodec).Parallelism(p).UID("sum")
+	got, sink := weir.Collect(sums)
+	sink.Parallelism(p).UID("collect") // chained to the sum at any parallelism
+	return got, &read
+}
+
+// An unaligned checkpoint holds the data in flight between tasks; it
+// restores at its own parallelism, exactly, and is refused at another one
+// with an error that points at an aligned savepoint. Savepoints of the
+// same job are aligned and rescale.
+func TestUnalignedCheckpointRestoresOnlyAtItsParallelism(t *testing.T) {
+	const n = 100000
+	dir, spDir := t.TempDir(), t.TempDir()
+	ctx := testCtx(t)
+	ckpt := weir.CheckpointConfig{Interval: time.Hour, Unaligned: true, Dir: dir, RetainOnCancel: true}
+	var hold atomic.Bool
+	hold.Store(true)
+	release := func() error {
+		if hold.Load() {
+			return nil
+		}
+		return io.EOF
+	}
+	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond), weir.WithCheckpointing(ckpt))
+	_, read := sumJobAt(env, n, 2, release)
+	job, err := env.Start(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return read.Load() > 5000 }, time.Minute, time.Millisecond)
+
+	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: dir})
+	require.NoError(t, err)
+	var chk string
+	require.Eventually(t, func() bool {
+		id, err := job.TriggerCheckpoint(ctx)
+		require.NoError(t, err)
+		m, err := fs.ReadMetadata(id)
+		require.NoError(t, err)
+		for _, ts := range m.Tasks {
+			if ts.Channels != nil {
+				chk = filepath.Join(dir, fmt.Sprintf("chk-%d", id))
+				return true
+			}
+		}
+		return false // nothing was in flight: try again
+	}, time.Minute, 5*time.Millisecond)
+	sp, err := job.TriggerSavepoint(ctx, spDir)
+	require.NoError(t, err)
+	m, _, err := state.OpenSavepoint(sp, nil)
+	require.NoError(t, err)
+	for k, ts := range m.Tasks {
+		require.Nil(t, ts.Channels, "savepoints are aligned: %v", k)
+	}
+	job.Cancel()
+	_, err = job.Wait()
+	require.ErrorIs(t, err, context.Canceled)
+
+	run := func(p int, from string) (*weir.Collected[[2]int64], error) {
+		env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+			weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Unaligned: true}), weir.WithRestoreFrom(from))
+		got, _ := sumJobAt(env, n, p, func() error { return io.EOF })
+		res, err := env.Execute(ctx)
+		if err == nil {
+			require.Zero(t, res.LeakedSegments)
+		}
+		return got, err
+	}
+	_, err = run(3, chk)
+	require.ErrorContains(t, err, "aligned savepoint")
+	for _, tc := range []struct {
+		p    int
+		from string
+	}{{2, chk}, {3, sp}} {
+		got, err := run(tc.p, tc.from)
+		require.NoError(t, err, "p=%d from %s", tc.p, tc.from)
+		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d from %s", tc.p, tc.from)
+		require.Len(t, got.Values(), n, "p=%d from %s: one output per input", tc.p, tc.from)
+	}
 }
