@@ -83,6 +83,7 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 			BufferTimeout: c.bufferTimeout,
 			FlushAlways:   c.bufferTimeoutSet && c.bufferTimeout == 0,
 			MaxRecordSize: c.maxRecordSize,
+			Debloat:       c.debloatConfig(),
 		},
 		Network: buffer.Config{SegmentSize: c.segmentSize, NumSegments: c.numSegments},
 		TCP:     c.tcp,

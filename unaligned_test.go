@@ -71,9 +71,9 @@ func (p *pacer) step() {
 // source (i%37, i) -> map (fails on chosen records) -> keyBy -> ordered,
 // slow process -> collect. It returns the collected records, the order
 // violations seen, and the job's result.
-func orderedJob(t *testing.T, tr weir.Option, cfg weir.CheckpointConfig, n int64, p int, failAt []int64) ([][2]int64, int64, *weir.Result) {
+func orderedJob(t *testing.T, tr weir.Option, cfg weir.CheckpointConfig, n int64, p int, failAt []int64, extra ...weir.Option) ([][2]int64, int64, *weir.Result) {
 	t.Helper()
-	env := weir.NewEnvironment(tr, weir.WithParallelism(p), weir.WithCheckpointing(cfg), weir.WithBufferTimeout(time.Millisecond))
+	env := weir.NewEnvironment(append([]weir.Option{tr, weir.WithParallelism(p), weir.WithCheckpointing(cfg), weir.WithBufferTimeout(time.Millisecond)}, extra...)...)
 	var (
 		processed   atomic.Int64
 		next        atomic.Int64
@@ -237,6 +237,21 @@ func TestUnalignedAbortedAndSubsumed(t *testing.T) {
 		cfg := weir.CheckpointConfig{Interval: 10 * time.Millisecond, Unaligned: true, AlignedTimeout: 2 * time.Millisecond,
 			Timeout: 20 * time.Millisecond, MaxConcurrent: 2, TolerableFailures: math.MaxInt32}
 		out, violations, res := orderedJob(t, tr, cfg, n, 2, []int64{n / 2})
+		requireExactlyOnce(t, out, n)
+		require.Zero(t, violations)
+		require.Zero(t, res.LeakedSegments)
+	})
+}
+
+// With buffer debloating on, the producers' buffers shrink under the slow
+// stage while unaligned checkpoints and kills go on: still exactly once and
+// in order.
+func TestDebloatingExactlyOnce(t *testing.T) {
+	const n = 40000
+	forEachTransport(t, func(t *testing.T, tr weir.Option) {
+		cfg := weir.CheckpointConfig{Interval: 10 * time.Millisecond, Unaligned: true, TolerableFailures: 10}
+		out, violations, res := orderedJob(t, tr, cfg, n, 2, []int64{n / 3, 2 * n / 3},
+			weir.WithBufferDebloating(weir.DebloatConfig{Target: 20 * time.Millisecond, Period: 5 * time.Millisecond}))
 		requireExactlyOnce(t, out, n)
 		require.Zero(t, violations)
 		require.Zero(t, res.LeakedSegments)

@@ -375,6 +375,10 @@ func (c *LocalChannel) PrioritizeBarrier(id barrier.CheckpointID) {
 // at n bytes (buffer debloating; 0: the whole segment).
 func (c *LocalChannel) SetBufferSize(n int) { c.sub.SetBufferSize(n) }
 
+// Queued is the number of data buffers waiting in the channel (its
+// producer's subpartition).
+func (c *LocalChannel) Queued() int { return c.sub.Backlog() }
+
 func (c *LocalChannel) Resume() { c.sub.Resume() }
 
 func (c *LocalChannel) Release() { c.sub.Release() }

@@ -167,6 +167,13 @@ func (ch *RemoteChannel) SetBufferSize(n int) {
 	}
 }
 
+// Queued is the number of buffers waiting in the channel.
+func (ch *RemoteChannel) Queued() int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return len(ch.mu.queue) - ch.mu.head
+}
+
 // newBufferSize queues NEW_BUFFER_SIZE for ch.
 func (c *clientConn) newBufferSize(ch *RemoteChannel, n uint32) {
 	c.mu.Lock()

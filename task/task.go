@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network"
+	"github.com/weirstream/weir/network/debloat"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/state/heap"
 )
@@ -80,6 +81,12 @@ type Config struct {
 
 	// Checkpointing, nil when off.
 	Checkpoint *CheckpointConfig
+
+	// Debloat turns buffer debloating on for the task's input gate (nil:
+	// off): its channels' producers cut their buffers so that the data in
+	// flight drains in the target time. MaxSize defaults to the segment
+	// size.
+	Debloat *debloat.Config
 }
 
 // Metrics are a task's counters, valid once Run returned.
@@ -113,6 +120,7 @@ type Task struct {
 	out        outputTime       // watermark and status forwarded to the outputs
 	proc       procTimers       // processing-time callbacks requested by operators
 	ckptNext   int64            // the checkpointer's next timer (unix ms), noTime if none
+	debloat    *debloating      // nil: off
 	inputEnded bool
 	fin        finalState
 	ckpt       *checkpointer
@@ -172,6 +180,13 @@ func New(cfg Config) (*Task, error) {
 		for i := range t.deser {
 			t.deser[i] = network.NewDeserializer(cfg.Gate.Channel(i).Name(), cfg.MaxRecordSize)
 		}
+	}
+	if cfg.Debloat != nil && cfg.Gate != nil {
+		d, err := debloat.New(*cfg.Debloat)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", cfg.Name, err)
+		}
+		t.debloat = &debloating{d: d, every: cfg.Debloat.WithDefaults().Period}
 	}
 	if cfg.Checkpoint != nil {
 		c, err := newCheckpointer(t, cfg.Checkpoint)
@@ -372,6 +387,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	t.timer.Stop()
 	defer t.timer.Stop()
 	t.armFlush()
+	t.startDebloating(time.Now())
 	if t.ckpt != nil {
 		// Open and restored: checkpoints may start.
 		t.ckpt.cfg.Responder.Running(t.cfg.Key)
@@ -575,6 +591,9 @@ func (t *Task) tick(now time.Time) error {
 		if err := t.fireProcessingTime(now.UnixMilli()); err != nil {
 			return err
 		}
+	}
+	if t.debloat != nil && !now.Before(t.debloat.next) {
+		t.sampleDebloat(now)
 	}
 	if t.ckptNext != noTime && now.UnixMilli() >= t.ckptNext {
 		return t.ckpt.fireTimers(now.UnixMilli())

@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/network"
+	"github.com/weirstream/weir/network/debloat"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/state/heap"
 	"github.com/weirstream/weir/task"
@@ -32,6 +33,9 @@ type Config struct {
 	// NewKeyedBackend creates the keyed state backend of a keyed operator
 	// (nil: the in-memory heap backend).
 	NewKeyedBackend func(maxParallelism, parallelism, index int) (state.KeyedBackend, error)
+	// Debloat turns buffer debloating on (nil: off); MaxSize defaults to
+	// the segment size.
+	Debloat *debloat.Config
 }
 
 // keyedBackend returns the backend factory: c.NewKeyedBackend or the heap
@@ -258,6 +262,13 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		}
 		cfg.Gate = network.NewInputGate(tname, chans)
 		cfg.Input = v.Nodes[0].Decoder(nextIn)
+		if d := b.cfg.Debloat; d != nil {
+			dc := *d
+			if dc.MaxSize == 0 {
+				dc.MaxSize = b.pool.SegmentSize()
+			}
+			cfg.Debloat = &dc
+		}
 	}
 	if b.ck != nil {
 		cfg.Checkpoint = b.ck
