@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,8 +41,18 @@ type CheckpointConfig struct {
 	// counted from the checkpoint's start (Flink's
 	// execution.checkpointing.aligned-checkpoint-timeout): checkpoints of
 	// a job that is not back-pressured stay aligned and small. 0 (the
-	// default): unaligned from the start.
+	// default): unaligned from the start. It counts in whole milliseconds;
+	// a positive timeout below 1 ms starts aligned and switches as soon as
+	// the alignment starts.
 	AlignedTimeout time.Duration
+	// ForceUnaligned, with Unaligned, also lets the barriers of pointwise
+	// (forward) and broadcast exchanges between tasks overtake (Flink's
+	// execution.checkpointing.unaligned.forced). Without it their barriers
+	// travel in band, as in Flink: the producer's queue of such an
+	// exchange is never overtaken, so a checkpoint waits for that queue to
+	// reach the consumer (which records what arrives before the barrier
+	// once its checkpoint went unaligned).
+	ForceUnaligned bool
 	// Dir is the checkpoint directory; empty keeps checkpoints in memory
 	// (lost with the process). Storage, when set, overrides Dir.
 	Dir     string
@@ -63,6 +74,9 @@ func (c *CheckpointConfig) coordinatorConfig() coordinator.Config {
 func (c *CheckpointConfig) validate() error {
 	if c.Interval <= 0 {
 		return fmt.Errorf("weir: checkpoint interval %v must be positive", c.Interval)
+	}
+	if c.ForceUnaligned && !c.Unaligned {
+		return errors.New("weir: ForceUnaligned needs Unaligned")
 	}
 	if err := c.coordinatorConfig().Validate(); err != nil {
 		return fmt.Errorf("weir: %w", err)

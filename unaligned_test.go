@@ -258,6 +258,22 @@ func TestDebloatingExactlyOnce(t *testing.T) {
 	})
 }
 
+// Without chaining every exchange is a task boundary, forward ones
+// included: their barriers travel in band unless unaligned checkpoints are
+// forced; either way the kills stay exactly once and in order.
+func TestUnalignedForwardExchanges(t *testing.T) {
+	const n = 30000
+	for _, force := range []bool{false, true} {
+		t.Run(fmt.Sprintf("force=%v", force), func(t *testing.T) {
+			cfg := weir.CheckpointConfig{Interval: 10 * time.Millisecond, Unaligned: true, ForceUnaligned: force, TolerableFailures: 10}
+			out, violations, res := orderedJob(t, transports[0].opt, cfg, n, 2, []int64{n / 2}, weir.WithChaining(false))
+			requireExactlyOnce(t, out, n)
+			require.Zero(t, violations)
+			require.Zero(t, res.LeakedSegments)
+		})
+	}
+}
+
 // sumJobAt is a keyed running sum over a held source at parallelism 2,
 // its keyed stage slow and at parallelism p: the exchange between them is
 // full while the source holds its end.

@@ -55,6 +55,8 @@ type ResultPartition struct {
 	stats    PartitionStats
 	finished bool
 	rr       int // round-robin position for Rebalance
+	// alignedOnly: barriers stay in band (SetAlignedBarriers).
+	alignedOnly bool
 	// overdrawn: the producer took an overdraft buffer and has not found
 	// room since (Available); it should wait for room before producing
 	// more.

@@ -349,6 +349,16 @@ func (s *Subpartition) pollPriority() *buffer.Buffer {
 	return b
 }
 
+// SetAlignedBarriers makes the partition's checkpoint barriers travel in
+// band even when its checkpoints are unaligned (the task asks with
+// AlignedBarriers): Flink keeps the barriers of pointwise and broadcast
+// exchanges aligned unless unaligned checkpoints are forced. Call it
+// before the partition is written.
+func (p *ResultPartition) SetAlignedBarriers(on bool) { p.alignedOnly = on }
+
+// AlignedBarriers reports SetAlignedBarriers.
+func (p *ResultPartition) AlignedBarriers() bool { return p.alignedOnly }
+
 // BroadcastPriorityEvent flushes every subpartition and queues the event
 // payload in each as a priority event ahead of everything queued there
 // (an unaligned checkpoint barrier). recFor, if not nil, returns the

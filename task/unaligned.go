@@ -441,15 +441,29 @@ func (t *Task) emitBarrier(b barrier.Barrier) *channelState {
 	case b.Options.Alignment == barrier.Unaligned:
 		s := t.newChannelState(b.ID, t.cfg.Gate != nil && !t.inputEnded, 0)
 		for i, p := range t.cfg.Outputs {
-			p.BroadcastPriorityEvent(payload, s.outputRecorders(i))
+			if p.AlignedBarriers() {
+				p.BroadcastEvent(payload, buffer.AlignedBarrier)
+			} else {
+				p.BroadcastPriorityEvent(payload, s.outputRecorders(i))
+			}
 		}
 		return s
 	case b.Options.Alignment == barrier.AlignedWithTimeout && len(t.cfg.Outputs) > 0:
-		s := t.newChannelState(b.ID, false, len(t.cfg.Outputs))
+		timeoutable := 0
 		for _, p := range t.cfg.Outputs {
-			p.WatchBarrier(b.ID, s.outputDone)
+			if !p.AlignedBarriers() {
+				timeoutable++
+			}
 		}
-		t.broadcastEvent(payload, buffer.TimeoutableAlignedBarrier)
+		s := t.newChannelState(b.ID, false, timeoutable)
+		for _, p := range t.cfg.Outputs {
+			if p.AlignedBarriers() {
+				p.BroadcastEvent(payload, buffer.AlignedBarrier)
+				continue
+			}
+			p.WatchBarrier(b.ID, s.outputDone)
+			p.BroadcastEvent(payload, buffer.TimeoutableAlignedBarrier)
+		}
 		u := b
 		u.Options.Alignment, u.Options.AlignmentTimeout = barrier.Unaligned, 0
 		unaligned := barrierPayload(u)
@@ -458,7 +472,9 @@ func (t *Task) emitBarrier(b barrier.Barrier) *channelState {
 				return nil // aborted, or complete: every barrier is gone
 			}
 			for i, p := range t.cfg.Outputs {
-				p.ConvertBarrier(b.ID, unaligned, s.outputRecorders(i))
+				if !p.AlignedBarriers() {
+					p.ConvertBarrier(b.ID, unaligned, s.outputRecorders(i))
+				}
 			}
 			return nil
 		})

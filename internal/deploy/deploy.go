@@ -36,6 +36,10 @@ type Config struct {
 	// Debloat turns buffer debloating on (nil: off); MaxSize defaults to
 	// the segment size.
 	Debloat *debloat.Config
+	// ForceUnaligned: unaligned checkpoints take pointwise (forward) and
+	// broadcast exchanges unaligned too; without it their barriers stay in
+	// band, as in Flink.
+	ForceUnaligned bool
 }
 
 // keyedBackend returns the backend factory: c.NewKeyedBackend or the heap
@@ -167,6 +171,7 @@ func (b *builder) partitions(v *graph.Vertex, i int) error {
 			lp.Close()
 			return err
 		}
+		p.SetAlignedBarriers(!b.cfg.ForceUnaligned && (out.Partitioning == network.Forward || out.Partitioning == network.Broadcast))
 		b.parts[partitionKey{out, i}] = p
 		b.d.parts = append(b.d.parts, p)
 		if b.pl.overTCP(b.g, out) {
