@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,6 +27,32 @@ type CheckpointConfig struct {
 	TolerableFailures int           // consecutive failed checkpoints tolerated (default 0)
 	Retained          int           // completed checkpoints kept (default 1)
 	RetainOnCancel    bool
+	// Unaligned makes exactly-once checkpoints unaligned (Flink's
+	// execution.checkpointing.unaligned): barriers overtake the data in
+	// flight between tasks, which is written into the checkpoint as
+	// channel state, so a checkpoint does not wait for a back-pressured
+	// job to drain. It costs checkpoint size (the in-flight data, at most
+	// the network buffers of the job) and a copy of each recorded buffer
+	// while a checkpoint is pending; an unaligned checkpoint restores only
+	// at the parallelism it was taken at. Savepoints are always aligned.
+	Unaligned bool
+	// AlignedTimeout, with Unaligned, starts every checkpoint aligned and
+	// switches it to unaligned once its alignment has taken this long,
+	// counted from the checkpoint's start (Flink's
+	// execution.checkpointing.aligned-checkpoint-timeout): checkpoints of
+	// a job that is not back-pressured stay aligned and small. 0 (the
+	// default): unaligned from the start. It counts in whole milliseconds;
+	// a positive timeout below 1 ms starts aligned and switches as soon as
+	// the alignment starts.
+	AlignedTimeout time.Duration
+	// ForceUnaligned, with Unaligned, also lets the barriers of pointwise
+	// (forward) and broadcast exchanges between tasks overtake (Flink's
+	// execution.checkpointing.unaligned.forced). Without it their barriers
+	// travel in band, as in Flink: the producer's queue of such an
+	// exchange is never overtaken, so a checkpoint waits for that queue to
+	// reach the consumer (which records what arrives before the barrier
+	// once its checkpoint went unaligned).
+	ForceUnaligned bool
 	// Dir is the checkpoint directory; empty keeps checkpoints in memory
 	// (lost with the process). Storage, when set, overrides Dir.
 	Dir     string
@@ -40,12 +67,16 @@ type RestartStrategy = coordinator.RestartStrategy
 
 func (c *CheckpointConfig) coordinatorConfig() coordinator.Config {
 	return coordinator.Config{Interval: c.Interval, Mode: c.Mode, MinPause: c.MinPause, Timeout: c.Timeout,
-		MaxConcurrent: c.MaxConcurrent, TolerableFailures: c.TolerableFailures, Retained: c.Retained, RetainOnCancel: c.RetainOnCancel}
+		MaxConcurrent: c.MaxConcurrent, TolerableFailures: c.TolerableFailures, Retained: c.Retained, RetainOnCancel: c.RetainOnCancel,
+		Unaligned: c.Unaligned, AlignedTimeout: c.AlignedTimeout}
 }
 
 func (c *CheckpointConfig) validate() error {
 	if c.Interval <= 0 {
 		return fmt.Errorf("weir: checkpoint interval %v must be positive", c.Interval)
+	}
+	if c.ForceUnaligned && !c.Unaligned {
+		return errors.New("weir: ForceUnaligned needs Unaligned")
 	}
 	if err := c.coordinatorConfig().Validate(); err != nil {
 		return fmt.Errorf("weir: %w", err)

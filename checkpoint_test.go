@@ -142,10 +142,14 @@ func TestFileCheckpointsSurviveRestart(t *testing.T) {
 
 func TestCheckpointConfigValidation(t *testing.T) {
 	for name, c := range map[string]weir.CheckpointConfig{
-		"negative interval": {Interval: -time.Second},
-		"zero interval":     {},
-		"timeout < pause":   {Interval: time.Second, MinPause: time.Minute, Timeout: time.Second},
-		"retained < 0":      {Interval: time.Second, Retained: -1},
+		"negative interval":        {Interval: -time.Second},
+		"zero interval":            {},
+		"timeout < pause":          {Interval: time.Second, MinPause: time.Minute, Timeout: time.Second},
+		"retained < 0":             {Interval: time.Second, Retained: -1},
+		"force, aligned":           {Interval: time.Second, ForceUnaligned: true},
+		"timeout, aligned":         {Interval: time.Second, AlignedTimeout: time.Second},
+		"unaligned, at-least-once": {Interval: time.Second, Unaligned: true, Mode: weir.AtLeastOnce},
+		"negative timeout":         {Interval: time.Second, Unaligned: true, AlignedTimeout: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := weir.NewEnvironment(weir.WithCheckpointing(c))

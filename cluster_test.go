@@ -101,10 +101,15 @@ func runCluster(t testing.TB, build func(env *weir.Environment), during func(c *
 }
 
 func runClusterWith(t testing.TB, cc weir.ClusterConfig, wc weir.WorkerConfig, build func(env *weir.Environment), during func(c *testCluster)) (*weir.Result, error) {
+	return runClusterCkpt(t, weir.CheckpointConfig{Interval: 20 * time.Millisecond}, cc, wc, build, during)
+}
+
+// runClusterCkpt is runClusterWith with its checkpointing (Dir is set).
+func runClusterCkpt(t testing.TB, ckpt weir.CheckpointConfig, cc weir.ClusterConfig, wc weir.WorkerConfig, build func(env *weir.Environment), during func(c *testCluster)) (*weir.Result, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	opts := []weir.Option{weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
-		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 20 * time.Millisecond, Dir: t.TempDir()})}
+	ckpt.Dir = t.TempDir()
+	opts := []weir.Option{weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond), weir.WithCheckpointing(ckpt)}
 	c := &testCluster{t: t, addr: ln.Addr().String(), opts: opts, build: build, wcfg: wc,
 		workers: map[string]context.CancelFunc{}, errs: map[string]error{}}
 	cc.Listener, cc.Workers, cc.Token, cc.WorkerTimeout = ln, 2, "secret", 20*time.Second
@@ -138,6 +143,27 @@ func TestClusterJobExactlyOnce(t *testing.T) {
 	final, lines := readSums(t, out)
 	require.Equal(t, wantSums(n), final)
 	require.Equal(t, n, lines)
+}
+
+// Unaligned checkpoints with an alignment timeout across processes: a
+// task fails once; the job restores the channel state the workers wrote
+// and the committed output counts every record once.
+func TestClusterUnalignedExactlyOnce(t *testing.T) {
+	const n = 100000
+	out := filepath.Join(t.TempDir(), "out")
+	var seen atomic.Int64
+	hook := func() {
+		if seen.Add(1) == 40000 {
+			panic("injected task failure")
+		}
+	}
+	ckpt := weir.CheckpointConfig{Interval: 20 * time.Millisecond, Unaligned: true, AlignedTimeout: 2 * time.Millisecond}
+	res, err := runClusterCkpt(t, ckpt, weir.ClusterConfig{}, weir.WorkerConfig{}, func(env *weir.Environment) { buildClusterJob(env, n, out, hook) }, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Restarts)
+	final, lines := readSums(t, out)
+	require.Equal(t, wantSums(n), final)
+	require.Equal(t, n, lines, "exactly once")
 }
 
 // A task fails on a worker, later a whole worker dies and a new one joins:

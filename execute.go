@@ -78,11 +78,13 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 	spec := jobmaster.Spec{
 		Graph: g,
 		Deploy: deploy.Config{
-			Exclusive:     c.exclusive,
-			Floating:      c.floating,
-			BufferTimeout: c.bufferTimeout,
-			FlushAlways:   c.bufferTimeoutSet && c.bufferTimeout == 0,
-			MaxRecordSize: c.maxRecordSize,
+			Exclusive:      c.exclusive,
+			Floating:       c.floating,
+			BufferTimeout:  c.bufferTimeout,
+			FlushAlways:    c.bufferTimeoutSet && c.bufferTimeout == 0,
+			MaxRecordSize:  c.maxRecordSize,
+			Debloat:        c.debloatConfig(),
+			ForceUnaligned: c.ckpt != nil && c.ckpt.ForceUnaligned,
 		},
 		Network: buffer.Config{SegmentSize: c.segmentSize, NumSegments: c.numSegments},
 		TCP:     c.tcp,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/network/debloat"
 	"github.com/weirstream/weir/task"
 )
 
@@ -30,6 +31,7 @@ type config struct {
 	restart          RestartStrategy
 	restoreFrom      string
 	cluster          *ClusterConfig
+	debloat          *DebloatConfig
 	// watermarkInterval is how often watermark generators emit
 	// periodically (0: never).
 	watermarkInterval time.Duration
@@ -84,6 +86,12 @@ func (c *config) validate() error {
 	}
 	if err := c.metrics.validate(); err != nil {
 		return err
+	}
+	if d := c.debloat; d != nil {
+		if err := (debloat.Config{Target: d.Target, Period: d.Period, Samples: d.Samples, Threshold: d.Threshold,
+			MinSize: d.MinSize, MaxSize: c.segmentSize}).Validate(); err != nil {
+			return fmt.Errorf("weir: buffer debloating: %w", err)
+		}
 	}
 	if c.restoreFrom != "" && c.ckpt == nil {
 		return errors.New("weir: WithRestoreFrom needs WithCheckpointing")
@@ -210,4 +218,43 @@ func WithAutoWatermarkInterval(d time.Duration) Option {
 // the in-memory exchange.
 func WithTCPExchanges(on bool) Option {
 	return optionFunc(func(c *config) { c.tcp = on })
+}
+
+// DebloatConfig configures buffer debloating (WithBufferDebloating). Zero
+// values mean Flink's defaults.
+type DebloatConfig struct {
+	// Target is how long the data in flight on a task's input should take
+	// to drain (default 1 s): the less in flight, the faster an aligned
+	// barrier gets through and the smaller an unaligned checkpoint.
+	Target time.Duration
+	// Period is how often a task measures its input's throughput (default
+	// 200 ms).
+	Period time.Duration
+	// Samples is the length of the moving average of the buffer size
+	// (default 20 periods).
+	Samples int
+	// Threshold is the least change of the buffer size, in percent, that
+	// is sent to the producers (default 25).
+	Threshold int
+	// MinSize is the smallest buffer size (default 256 bytes).
+	MinSize int
+}
+
+// WithBufferDebloating turns buffer debloating on (Flink's
+// taskmanager.network.memory.buffer-debloat.enabled; default off): every
+// task measures how fast it consumes its input and has its producers cut
+// their buffers (NEW_BUFFER_SIZE over TCP) so that the data in flight
+// drains in the target time. It costs a little throughput when buffers
+// get small (more buffers per record), and keeps checkpoints fast under
+// back pressure without the network memory shrinking.
+func WithBufferDebloating(c DebloatConfig) Option {
+	return optionFunc(func(cfg *config) { cfg.debloat = &c })
+}
+
+func (c *config) debloatConfig() *debloat.Config {
+	d := c.debloat
+	if d == nil {
+		return nil
+	}
+	return &debloat.Config{Target: d.Target, Period: d.Period, Samples: d.Samples, Threshold: d.Threshold, MinSize: d.MinSize}
 }

@@ -324,8 +324,9 @@ func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 		return fmt.Errorf("weir: source %s restored from checkpoint %d but its reader cannot seek (implement PositionedReader)", o.name, ctx.RestoredID)
 	}
 	// Every element is (subtask, parallelism, position); all come from
-	// one run, so they agree on the parallelism.
-	old := make([][]byte, len(elems))
+	// one run, so they agree on the parallelism. A subtask that had
+	// finished left none (it is restored finished: it does not read).
+	var old [][]byte
 	oldPar := -1
 	for _, e := range elems {
 		if len(e) < 8 {
@@ -334,14 +335,22 @@ func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 		sub, par := int(binary.BigEndian.Uint32(e)), int(binary.BigEndian.Uint32(e[4:]))
 		if oldPar == -1 {
 			oldPar = par
+			old = make([][]byte, par)
 		}
-		if par != oldPar || par != len(elems) || sub >= len(elems) || old[sub] != nil {
+		if par != oldPar || par < len(elems) || sub >= par || old[sub] != nil {
 			return fmt.Errorf("weir: source %s: inconsistent position state", o.name)
 		}
 		old[sub] = e[8:]
 	}
 	if oldPar == o.parallelism {
+		if old[o.subtask] == nil {
+			return fmt.Errorf("weir: source %s: no position for subtask %d in checkpoint %d", o.name, o.subtask, ctx.RestoredID)
+		}
 		return pr.Seek(old[o.subtask])
+	}
+	if len(elems) < oldPar {
+		return fmt.Errorf("weir: source %s: %d of its %d subtasks had finished in checkpoint %d; it restores only at parallelism %d",
+			o.name, oldPar-len(elems), oldPar, ctx.RestoredID, oldPar)
 	}
 	rr, ok := reader(o.r).(RescalableReader)
 	if !ok {

@@ -70,6 +70,11 @@ type twoPhaseOp[T, Txn any] struct {
 	pending []pendingTxn[Txn]
 	st      *state.OperatorListState[[]byte]
 	last    barrier.CheckpointID // the last checkpoint taken (or restored)
+	// ckpt: the job checkpoints, so the last transactions are committed by
+	// a final checkpoint (finished: the input ended) rather than at the
+	// end of the job.
+	ckpt     bool
+	finished bool
 }
 
 // State element: checkpoint id (8 bytes, 0 = the open transaction) + txn.
@@ -85,6 +90,7 @@ func (o *twoPhaseOp[T, Txn]) Open(ctx *task.OperatorContext) error {
 	}
 	o.st = st
 	o.last = ctx.RestoredID
+	o.ckpt = ctx.Checkpointing
 	if ctx.Restored {
 		elems, err := st.Get()
 		if err != nil {
@@ -142,6 +148,18 @@ func (o *twoPhaseOp[T, Txn]) collect(v T, _ int64) (err error) {
 }
 
 func (o *twoPhaseOp[T, Txn]) SnapshotState(id barrier.CheckpointID) error {
+	if o.finished {
+		// The final checkpoint: the transactions pre-committed at the end
+		// of the input become this checkpoint's.
+		elems := make([][]byte, 0, len(o.pending))
+		for i := range o.pending {
+			if o.pending[i].id == 0 {
+				o.pending[i].id = id
+			}
+			elems = append(elems, o.encode(o.pending[i].id, o.pending[i].txn))
+		}
+		return o.st.Update(elems)
+	}
 	if err := o.c.PreCommit(o.current); err != nil {
 		return o.fail(fmt.Errorf("pre-commit for checkpoint %d: %w", id, err))
 	}
@@ -162,7 +180,7 @@ func (o *twoPhaseOp[T, Txn]) SnapshotState(id barrier.CheckpointID) error {
 func (o *twoPhaseOp[T, Txn]) NotifyCheckpointComplete(id barrier.CheckpointID) error {
 	n := 0
 	for _, p := range o.pending {
-		if p.id > id {
+		if p.id == 0 || p.id > id {
 			break
 		}
 		if err := o.c.Commit(p.txn); err != nil {
@@ -174,12 +192,20 @@ func (o *twoPhaseOp[T, Txn]) NotifyCheckpointComplete(id barrier.CheckpointID) e
 	return nil
 }
 
-// Finish pre-commits the open transaction. Everything pending is committed
-// once the whole job has finished: a failure before that replays from the
-// last checkpoint, and these transactions are aborted instead.
+// Finish pre-commits the open transaction. With checkpointing, the task
+// then waits for a final checkpoint (NeedsFinalCheckpoint), which takes the
+// transactions over and commits them when it completes; a failure before
+// that replays from the last checkpoint, and Close aborts them. Without
+// checkpointing, everything pending is committed once the whole job has
+// finished.
 func (o *twoPhaseOp[T, Txn]) Finish() error {
 	if err := o.c.PreCommit(o.current); err != nil {
 		return o.fail(fmt.Errorf("final pre-commit: %w", err))
+	}
+	if o.ckpt {
+		o.pending = append(o.pending, pendingTxn[Txn]{txn: o.current})
+		o.open, o.finished = false, true
+		return nil
 	}
 	// The last transaction belongs to no checkpoint (ID 0).
 	txns := append(slices.Clone(o.pending), pendingTxn[Txn]{txn: o.current})
@@ -202,18 +228,30 @@ func (o *twoPhaseOp[T, Txn]) Finish() error {
 	return nil
 }
 
-// Close aborts the open transaction, then closes the committer if it is
-// an io.Closer (final commits may still follow).
+// NeedsFinalCheckpoint implements task.FinalCheckpointOperator: after its
+// input ended, a checkpointed sink commits its last transactions through
+// a final checkpoint.
+func (o *twoPhaseOp[T, Txn]) NeedsFinalCheckpoint() bool { return o.ckpt && o.finished }
+
+// Close aborts the open transaction and the transactions pre-committed at
+// the end of the input that no completed checkpoint took over (the job
+// replays their values), then closes the committer if it is an io.Closer
+// (final commits may still follow).
 func (o *twoPhaseOp[T, Txn]) Close() error {
-	var err error
+	var errs []error
 	if o.open {
 		o.open = false
-		err = o.c.Abort(o.current)
+		errs = append(errs, o.c.Abort(o.current))
+	}
+	for _, p := range o.pending {
+		if p.id == 0 {
+			errs = append(errs, o.c.Abort(p.txn))
+		}
 	}
 	if c, ok := o.c.(io.Closer); ok {
-		err = errors.Join(err, c.Close())
+		errs = append(errs, c.Close())
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 func (e *Environment) finalCommits() *jobmaster.FinalCommits {

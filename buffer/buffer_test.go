@@ -222,3 +222,47 @@ func TestLocalPoolReusesOldestFirst(t *testing.T) {
 	p.Close()
 	require.Equal(t, 0, g.InUse())
 }
+
+// Overdraft buffers come beyond the pool's maximum, only when it has no
+// free buffer, at most the overdraft, never from reserved segments, and
+// go back to the global pool when released.
+func TestOverdraft(t *testing.T) {
+	g, err := NewGlobalPool(Config{SegmentSize: 128, NumSegments: 6})
+	require.NoError(t, err)
+	p, err := g.NewLocalPool(1, 2)
+	require.NoError(t, err)
+	other, err := g.NewLocalPool(2, 2) // reserves 2 of the 6
+	require.NoError(t, err)
+	p.SetOverdraft(3)
+	b, err := p.RequestOverdraft()
+	require.NoError(t, err)
+	require.Nil(t, b, "below its maximum the pool needs no overdraft")
+	var held []*Buffer
+	for range 2 {
+		b, err := p.Request()
+		require.NoError(t, err)
+		held = append(held, b)
+	}
+	for range 2 {
+		b, err := p.RequestOverdraft()
+		require.NoError(t, err)
+		require.NotNil(t, b)
+		held = append(held, b)
+	}
+	b, err = p.RequestOverdraft()
+	require.NoError(t, err)
+	require.Nil(t, b, "the other pool's reservation is untouched")
+	require.Equal(t, 4, g.InUse())
+	require.NotNil(t, p.Available(), "no buffer without overdraft")
+	held[0].Release()
+	require.NotNil(t, p.Available(), "still above its maximum")
+	held[1].Release()
+	require.NotNil(t, p.Available(), "the overdraft buffers count against the maximum")
+	require.Equal(t, 2, g.InUse())
+	held[2].Release()
+	require.Nil(t, p.Available())
+	held[3].Release()
+	p.Close()
+	other.Close()
+	require.Zero(t, g.InUse())
+}

@@ -170,8 +170,9 @@ func (g *GlobalPool) NewLocalPool(min, max int) (*LocalPool, error) {
 // by their users come back to it. It is safe for concurrent use: the
 // producer requests, any goroutine may release.
 type LocalPool struct {
-	global   *GlobalPool
-	min, max int
+	global    *GlobalPool
+	min, max  int
+	overdraft int // segments it may take beyond max (RequestOverdraft)
 
 	mu struct {
 		sync.Mutex
@@ -193,6 +194,44 @@ type LocalPool struct {
 // Min and Max are the pool's bounds.
 func (p *LocalPool) Min() int { return p.min }
 func (p *LocalPool) Max() int { return p.max }
+
+// SetOverdraft lets the pool hand out up to n segments beyond its
+// maximum through RequestOverdraft (Flink's overdraft buffers: a producer
+// that must finish a record when its pool is empty takes one instead of
+// blocking). Call it before the first request.
+func (p *LocalPool) SetOverdraft(n int) {
+	p.mu.Lock()
+	p.overdraft = max(n, 0)
+	p.mu.Unlock()
+}
+
+// RequestOverdraft returns a buffer beyond the pool's maximum, if the pool
+// has no free buffer, has lent fewer than its overdraft, and the global
+// pool has an unreserved segment; nil otherwise. The buffer goes back to
+// the global pool when released. It fails with ErrClosed after Close.
+func (p *LocalPool) RequestOverdraft() (*Buffer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.closed {
+		return nil, ErrClosed
+	}
+	if p.freeLenLocked() > 0 || p.mu.owned < p.max || p.mu.owned >= p.max+p.overdraft {
+		return nil, nil
+	}
+	g := p.global
+	g.mu.Lock()
+	b := g.takeLocked(false)
+	g.mu.Unlock()
+	if b == nil {
+		return nil, nil
+	}
+	p.mu.owned++
+	b.recycler = p
+	b.typ = Data
+	b.n = 0
+	b.refs.Store(1)
+	return b, nil
+}
 
 // SegmentSize is the size of the pool's buffers.
 func (p *LocalPool) SegmentSize() int { return p.global.segSize }
@@ -328,7 +367,8 @@ func (g *GlobalPool) hasFree() bool {
 // to the global pool once the local pool is closed.
 func (p *LocalPool) Recycle(b *Buffer) {
 	p.mu.Lock()
-	if p.mu.closed {
+	if p.mu.closed || p.mu.owned > p.max {
+		// Closed, or an overdraft buffer: back to the global pool.
 		p.mu.owned--
 		p.mu.Unlock()
 		p.global.give(b)

@@ -28,6 +28,9 @@ const (
 	Failed
 	// Canceled: the task stopped because its attempt was canceled.
 	Canceled
+	// Finishing: the task's input ended and it waits for a final
+	// checkpoint before it finishes (it is still running).
+	Finishing
 )
 
 func (s TaskState) String() string {
@@ -40,6 +43,8 @@ func (s TaskState) String() string {
 		return "failed"
 	case Canceled:
 		return "canceled"
+	case Finishing:
+		return "finishing"
 	}
 	return fmt.Sprintf("TaskState(%d)", uint8(s))
 }
@@ -221,6 +226,10 @@ type Deploy struct {
 	RestoreDir    string            `json:"RestoreDir"`    // the restored checkpoint's directory
 	CheckpointDir string            `json:"CheckpointDir"` // where tasks write this attempt's checkpoints
 	Mode          barrier.Mode      `json:"Mode"`          // the checkpointing mode
+	// Alignment and AlignmentTimeoutMillis say how exactly-once
+	// checkpoints align (task.CheckpointConfig); absent: aligned.
+	Alignment              barrier.Alignment `json:"Alignment,omitempty"`
+	AlignmentTimeoutMillis int64             `json:"AlignmentTimeoutMillis,omitempty"`
 }
 
 // CancelAttempt stops every task of Attempt on the worker (after a failure

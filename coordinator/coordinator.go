@@ -268,10 +268,13 @@ func (c *CheckpointCoordinator) shutdown(status JobStatus) bool {
 // starts once every task reported TaskRunning. It
 // returns ErrAttached if an attempt is attached, ErrClosed after Close,
 // or an error for an empty or inconsistent task list.
-func (c *CheckpointCoordinator) Attach(sources, all []state.TaskKey, gw TaskGateway) error {
+func (c *CheckpointCoordinator) Attach(sources, all []state.TaskKey, gw TaskGateway, opts ...AttachOption) error {
 	a, err := newAttempt(sources, all, gw)
 	if err != nil {
 		return err
+	}
+	for _, o := range opts {
+		o.applyAttach(a)
 	}
 	c.mu.Lock()
 	cfg := c.mu.core.cfg
@@ -286,6 +289,45 @@ func (c *CheckpointCoordinator) Attach(sources, all []state.TaskKey, gw TaskGate
 			zap.Int("sources", len(sources)), zap.Duration("first_delay", delay))
 	}
 	return err
+}
+
+// An AttachOption describes more of an attempt to Attach.
+type AttachOption interface{ applyAttach(*attempt) }
+
+type attachFunc func(*attempt)
+
+func (f attachFunc) applyAttach(a *attempt) { f(a) }
+
+// WithUpstream gives the attempt's topology: the upstream tasks of each
+// task (sources have none). With it, once every upstream task of a task
+// has finished, checkpoints trigger that task directly, as they trigger
+// sources (Flink's checkpoints after tasks finished); without it only
+// sources are triggered.
+func WithUpstream(upstream map[state.TaskKey][]state.TaskKey) AttachOption {
+	return attachFunc(func(a *attempt) { a.upstream = upstream })
+}
+
+// TaskFinished reports that task, of the attached attempt, finished (its
+// input ended and it sent its end of partition; FLIP-147). It is no
+// longer triggered nor expected to acknowledge; later checkpoints record
+// it as finished, so that a job restored from them does not run it
+// again. A pending checkpoint it did not acknowledge is aborted (not
+// counted as a failure). Safe to call from any goroutine.
+func (c *CheckpointCoordinator) TaskFinished(task state.TaskKey) {
+	c.mu.Lock()
+	c.mu.core.taskFinished(task, c.clock.Now())
+	c.unlockAndKick()
+}
+
+// TaskFinishing reports that task's input ended and that it waits for a
+// final checkpoint before it finishes (a two-phase-commit sink commits
+// what it holds when that checkpoint completes): the next checkpoint is
+// due at once, subject to MinPause and MaxConcurrent. Safe to call from
+// any goroutine.
+func (c *CheckpointCoordinator) TaskFinishing(task state.TaskKey) {
+	c.mu.Lock()
+	c.mu.core.taskFinishing(task, c.clock.Now())
+	c.unlockAndKick()
 }
 
 // Detach ends the attached attempt (it failed or finished): every pending

@@ -38,9 +38,61 @@ type attempt struct {
 	// running holds the tasks that reported running; checkpoints start
 	// only once every task did (Flink's NOT_ALL_REQUIRED_TASKS_RUNNING).
 	running map[state.TaskKey]struct{}
+	// finished holds the tasks that finished (FLIP-147): they are no
+	// longer triggered nor expected to acknowledge, and checkpoints record
+	// them as finished.
+	finished map[state.TaskKey]struct{}
+	// upstream, if not nil, lists each task's upstream tasks: a task whose
+	// upstream tasks all finished is triggered directly, like a source.
+	upstream map[state.TaskKey][]state.TaskKey
 }
 
-func (a *attempt) allRunning() bool { return len(a.running) == len(a.all) }
+// allRunning reports whether every task reported running (or finished).
+func (a *attempt) allRunning() bool {
+	for _, t := range a.all {
+		_, r := a.running[t]
+		_, f := a.finished[t]
+		if !r && !f {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *attempt) isFinished(t state.TaskKey) bool {
+	_, ok := a.finished[t]
+	return ok
+}
+
+// targets returns the tasks a new checkpoint triggers: the sources that
+// have not finished and, with the topology known, every other task that
+// has not finished while all its upstream tasks have (Flink's
+// CheckpointPlanCalculator).
+func (a *attempt) targets() []state.TaskKey {
+	var out []state.TaskKey
+	for _, s := range a.sources {
+		if !a.isFinished(s) {
+			out = append(out, s)
+		}
+	}
+	if a.upstream == nil || len(a.finished) == 0 {
+		return out
+	}
+	for _, t := range a.all {
+		ups, ok := a.upstream[t]
+		if !ok || len(ups) == 0 || a.isFinished(t) {
+			continue
+		}
+		all := true
+		for _, u := range ups {
+			all = all && a.isFinished(u)
+		}
+		if all {
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 func newAttempt(sources, all []state.TaskKey, gw TaskGateway) (*attempt, error) {
 	if len(all) == 0 {
@@ -53,11 +105,12 @@ func newAttempt(sources, all []state.TaskKey, gw TaskGateway) (*attempt, error) 
 		return nil, fmt.Errorf("coordinator: attach: nil gateway")
 	}
 	a := &attempt{
-		sources: slices.Clone(sources),
-		all:     slices.Clone(all),
-		tasks:   make(map[state.TaskKey]struct{}, len(all)),
-		gw:      gw,
-		running: make(map[state.TaskKey]struct{}, len(all)),
+		sources:  slices.Clone(sources),
+		all:      slices.Clone(all),
+		tasks:    make(map[state.TaskKey]struct{}, len(all)),
+		gw:       gw,
+		running:  make(map[state.TaskKey]struct{}, len(all)),
+		finished: make(map[state.TaskKey]struct{}),
 	}
 	for _, t := range all {
 		if _, dup := a.tasks[t]; dup {
@@ -79,7 +132,8 @@ func newAttempt(sources, all []state.TaskKey, gw TaskGateway) (*attempt, error) 
 }
 
 // pending is a checkpoint in progress: triggered, collecting one ack per
-// task of its attempt, then (finalizing) waiting for its metadata write.
+// task of its attempt that had not finished, then (finalizing) waiting for
+// its metadata write.
 type pending struct {
 	id         barrier.CheckpointID
 	kind       barrier.Kind
@@ -87,13 +141,30 @@ type pending struct {
 	timestamp  int64 // unix ms of the trigger
 	deadline   time.Time
 	att        *attempt
+	expected   map[state.TaskKey]struct{} // the tasks that must acknowledge
+	finished   []state.TaskKey            // the tasks that had finished at the trigger
 	acks       map[state.TaskKey]state.TaskSnapshot
 	finalizing bool
 	stats      *CheckpointStats
 }
 
 func (p *pending) metadata() state.Metadata {
-	return state.Metadata{ID: p.id, Timestamp: p.timestamp, Kind: p.kind, Tasks: maps.Clone(p.acks)}
+	tasks := maps.Clone(p.acks)
+	for _, t := range p.finished {
+		tasks[t] = state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{}, Finished: true}
+	}
+	return state.Metadata{ID: p.id, Timestamp: p.timestamp, Kind: p.kind, Tasks: tasks}
+}
+
+// tasks lists the tasks expected to acknowledge, in the attempt's order.
+func (p *pending) tasks() []state.TaskKey {
+	out := make([]state.TaskKey, 0, len(p.expected))
+	for _, t := range p.att.all {
+		if _, ok := p.expected[t]; ok {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Effects: what the caller of the core must do, in order.
@@ -336,6 +407,48 @@ func (c *core) taskRunning(task state.TaskKey, now time.Time) bool {
 	return true
 }
 
+// taskFinished records that a task of the attached attempt finished: it
+// is no longer triggered nor expected to acknowledge, later checkpoints
+// record it as finished, and a pending checkpoint it did not acknowledge
+// can no longer complete (it is aborted; that does not count as a
+// failure). It reports whether the task was unknown.
+func (c *core) taskFinished(task state.TaskKey, now time.Time) bool {
+	if c.att == nil {
+		return false
+	}
+	if _, ok := c.att.tasks[task]; !ok {
+		return false
+	}
+	c.att.finished[task] = struct{}{}
+	for _, p := range c.sortedPending() {
+		_, expected := p.expected[task]
+		_, acked := p.acks[task]
+		if p.att == c.att && !p.finalizing && expected && !acked {
+			c.abort(p, &CheckpointError{ID: p.id, Kind: p.kind, Reason: ErrDeclined,
+				Err: fmt.Errorf("task %s/%d: %w", task.Vertex, task.Subtask, barrier.Decline(barrier.DeclineTaskFinished, nil))}, now)
+		}
+	}
+	c.schedule(now)
+	return true
+}
+
+// taskFinishing records that a task's input ended and that it waits for
+// a final checkpoint (to commit what it holds) before it finishes: the
+// next checkpoint is due at once.
+func (c *core) taskFinishing(task state.TaskKey, now time.Time) bool {
+	if c.att == nil {
+		return false
+	}
+	if _, ok := c.att.tasks[task]; !ok {
+		return false
+	}
+	if !c.stopping {
+		c.periodicDeferred = true
+	}
+	c.schedule(now)
+	return true
+}
+
 // latest returns the newest restore point.
 func (c *core) latest() (state.Metadata, bool) {
 	if c.restored != nil {
@@ -459,6 +572,14 @@ func (c *core) schedule(now time.Time) {
 }
 
 func (c *core) start(r request, now time.Time) {
+	targets := c.att.targets()
+	if len(targets) == 0 {
+		// Every task finished, or waits for an upstream task to finish.
+		if r.id != 0 {
+			c.emit(resolve{req: r.id, err: &CheckpointError{Kind: r.kind, Reason: ErrAllFinished}})
+		}
+		return
+	}
 	id := c.nextID
 	c.nextID++
 	opts := c.cfg.checkpointOptions()
@@ -473,11 +594,19 @@ func (c *core) start(r request, now time.Time) {
 		timestamp: b.Timestamp,
 		deadline:  now.Add(c.cfg.Timeout),
 		att:       c.att,
+		expected:  make(map[state.TaskKey]struct{}, len(c.att.all)),
 		acks:      make(map[state.TaskKey]state.TaskSnapshot, len(c.att.all)),
-		stats:     c.stats.begin(id, r.kind, len(c.att.all), now),
 	}
+	for _, t := range c.att.all {
+		if c.att.isFinished(t) {
+			p.finished = append(p.finished, t)
+		} else {
+			p.expected[t] = struct{}{}
+		}
+	}
+	p.stats = c.stats.begin(id, r.kind, len(p.expected), now)
 	c.pending[id] = p
-	for _, s := range c.att.sources {
+	for _, s := range targets {
 		c.emit(triggerTask{gw: c.att.gw, task: s, barrier: b})
 	}
 }
@@ -494,7 +623,7 @@ func (c *core) ack(task state.TaskKey, id barrier.CheckpointID, snap state.TaskS
 		c.emit(discard{id})
 		return ackLate
 	}
-	if _, ok := p.att.tasks[task]; !ok {
+	if _, ok := p.expected[task]; !ok {
 		return ackUnknownTask
 	}
 	if _, dup := p.acks[task]; dup {
@@ -505,7 +634,7 @@ func (c *core) ack(task state.TaskKey, id barrier.CheckpointID, snap state.TaskS
 		m.StateSize = snap.Size()
 	}
 	c.stats.ack(p.stats, task, snap.Size(), m, now)
-	if len(p.acks) < len(p.att.all) {
+	if len(p.acks) < len(p.expected) {
 		return ackAccepted
 	}
 	p.finalizing = true
@@ -528,7 +657,7 @@ func (c *core) decline(task state.TaskKey, id barrier.CheckpointID, reason error
 	if p == nil || p.finalizing {
 		return false
 	}
-	if _, ok := p.att.tasks[task]; !ok {
+	if _, ok := p.expected[task]; !ok {
 		return false
 	}
 	c.abort(p, &CheckpointError{ID: id, Kind: p.kind, Reason: ErrDeclined,
@@ -603,7 +732,7 @@ func (c *core) complete(p *pending, path string, now time.Time) {
 		// checkpoint. Its transactions are committed by the next
 		// checkpoint, or by a job that starts from it. The savepoint a job
 		// stops at commits them.
-		for _, t := range p.att.all {
+		for _, t := range p.tasks() {
 			c.emit(notifyComplete{gw: p.att.gw, task: t, id: p.id})
 		}
 	}
@@ -623,7 +752,7 @@ func (c *core) retain() {
 func (c *core) abort(p *pending, cerr *CheckpointError, now time.Time) {
 	delete(c.pending, p.id)
 	c.stats.fail(p.stats, cerr, now)
-	for _, t := range p.att.all {
+	for _, t := range p.tasks() {
 		c.emit(notifyAborted{gw: p.att.gw, task: t, id: p.id})
 	}
 	c.emit(discard{p.id})

@@ -42,10 +42,14 @@ import (
 // Commands (TASK is vertex/subtask, e.g. s/0; REQ is r<n>; ID a checkpoint ID):
 //
 //	attach [sources=TASK,..] [all=TASK,..] [delay=D] [running=none]
+//	       [upstream=TASK:UP:UP..,..]
 //	    default: sources s/0 of all s/0,m/0,k/0, first periodic trigger
 //	    after delay 0, and every task reported running at once
-//	    (running=none: none is; report them with "running")
+//	    (running=none: none is; report them with "running"); upstream
+//	    gives tasks their upstream tasks (unknown by default)
 //	running TASK
+//	finished TASK            the task finished (FLIP-147)
+//	finishing TASK           the task waits for its final checkpoint
 //	tick
 //	detach                   (the attempt failed: "task failed")
 //	shutdown finished|canceled|failed|suspended
@@ -69,7 +73,7 @@ import (
 //
 //	trigger ID TASK KIND [unaligned|aligned-timeout=D]
 //	complete ID xN | aborted ID xN
-//	persist ID | export ID DIR
+//	persist ID | export ID DIR   (then finished=TASK,.. if any)
 //	discard ID
 //	resolve REQ ok ID | resolve REQ REASON
 //	failjob REASON
@@ -132,6 +136,7 @@ var reasonNames = []struct {
 	{ErrDeclined, "declined"}, {ErrExpired, "expired"}, {ErrFinalize, "finalize"},
 	{ErrTriggerFailed, "trigger-failed"}, {ErrSubsumed, "subsumed"}, {ErrDetached, "detached"},
 	{ErrClosed, "closed"}, {ErrNotAttached, "not-attached"}, {ErrAttached, "attached"}, {ErrStopping, "stopping"},
+	{ErrAllFinished, "all-finished"},
 }
 
 func reasonName(err error) string {
@@ -182,11 +187,21 @@ func render(effs []effect) string {
 			}
 			out = append(out, fmt.Sprintf("%s %d x%d", name, id, n))
 		case persist:
+			line := fmt.Sprintf("persist %d", e.meta.ID)
 			if e.meta.Kind == barrier.Savepoint {
-				out = append(out, fmt.Sprintf("export %d %s", e.meta.ID, e.dir))
-			} else {
-				out = append(out, fmt.Sprintf("persist %d", e.meta.ID))
+				line = fmt.Sprintf("export %d %s", e.meta.ID, e.dir)
 			}
+			var fin []string
+			for k, ts := range e.meta.Tasks {
+				if ts.Finished {
+					fin = append(fin, fmt.Sprintf("%s/%d", k.Vertex, k.Subtask))
+				}
+			}
+			if len(fin) > 0 {
+				slices.Sort(fin)
+				line += " finished=" + strings.Join(fin, ",")
+			}
+			out = append(out, line)
 		case discard:
 			out = append(out, fmt.Sprintf("discard %d", e.id))
 		case resolve:
@@ -332,6 +347,13 @@ func (tr *transcript) step(t *testing.T, d *datadriven.TestData) string {
 		if err != nil {
 			d.Fatalf(t, "%v", err)
 		}
+		if v, ok := kv["upstream"]; ok {
+			a.upstream = map[state.TaskKey][]state.TaskKey{}
+			for _, e := range strings.Split(v, ",") {
+				ks := strings.Split(e, ":")
+				a.upstream[parseTask(ks[0])] = parseTasks(strings.Join(ks[1:], ","))
+			}
+		}
 		var delay time.Duration
 		if v, ok := kv["delay"]; ok {
 			if delay, err = time.ParseDuration(v); err != nil {
@@ -349,6 +371,10 @@ func (tr *transcript) step(t *testing.T, d *datadriven.TestData) string {
 		}
 	case "running":
 		c.taskRunning(task(1), now)
+	case "finished":
+		c.taskFinished(task(1), now)
+	case "finishing":
+		c.taskFinishing(task(1), now)
 	case "tick":
 		c.tick(now)
 	case "detach":
@@ -370,7 +396,7 @@ func (tr *transcript) step(t *testing.T, d *datadriven.TestData) string {
 		if p == nil {
 			d.Fatalf(t, "checkpoint %d not pending", id(1))
 		}
-		for _, task := range p.att.all {
+		for _, task := range p.tasks() {
 			if _, done := p.acks[task]; !done {
 				c.ack(task, id(1), snap(10), TaskCheckpointMetrics{AlignmentDuration: time.Millisecond}, now)
 			}

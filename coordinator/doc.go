@@ -16,6 +16,16 @@
 // tasks are not told it completed, so it commits no side effects (as in
 // Flink since 1.15).
 //
+// Checkpoints go on after tasks finished (Flink's FLIP-147): a finished
+// task (TaskFinished) is no longer triggered nor expected to acknowledge,
+// and checkpoints record it as finished so that a job restored from them
+// does not run it again. With the job's topology (WithUpstream), a task
+// whose upstream tasks all finished is triggered directly, like a source;
+// a task waiting for a final checkpoint (TaskFinishing) makes one due at
+// once. Checkpoints are unaligned, or aligned with a timeout, as
+// Config.Unaligned and Config.AlignedTimeout say (their barriers carry
+// the options); savepoints are always aligned.
+//
 // Inside is a pure state machine (no goroutines, clocks or I/O; time is an
 // argument) that decides; the CheckpointCoordinator is the thin driver that
 // runs its timers and carries out its decisions in order. Restart
@@ -29,13 +39,14 @@
 //  1. New(cfg, storage, opts...) builds a coordinator; it starts nothing.
 //     Restore(m, claim) seeds it with the checkpoint or savepoint the job
 //     starts from, if any (checkpoint IDs continue after m.ID).
-//  2. Attach(sources, all, gateway) when a job attempt is deployed:
-//     checkpointing starts for its tasks, the first periodic checkpoint
-//     after a random delay in [MinPause, Interval].
+//  2. Attach(sources, all, gateway, WithUpstream(topology)) when a job
+//     attempt is deployed: checkpointing starts for its tasks, the first
+//     periodic checkpoint after a random delay in [MinPause, Interval].
 //  3. Run(ctx) in its own goroutine: it fires the periodic scheduler and
 //     timeouts and makes every call to the gateway and the storage. It
 //     returns when ctx is done or the coordinator is closed.
-//  4. Acknowledge / Decline from the tasks (any goroutine) for every
+//  4. TaskRunning, TaskFinishing and TaskFinished as the tasks report
+//     them; Acknowledge / Decline from the tasks (any goroutine) for every
 //     checkpoint they are triggered for or receive barriers of.
 //     TriggerCheckpoint and TriggerSavepoint take checkpoints on demand;
 //     LatestCompleted and Stats report.

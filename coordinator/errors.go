@@ -42,6 +42,9 @@ var (
 	ErrSubsumed = errors.New("coordinator: checkpoint subsumed")
 	// ErrDetached: the job attempt was detached (failover or end of job).
 	ErrDetached = errors.New("coordinator: job attempt detached")
+	// ErrAllFinished: every task of the attempt finished: there is
+	// nothing left to checkpoint (does not count as a failure).
+	ErrAllFinished = errors.New("coordinator: every task finished")
 )
 
 // CheckpointError reports why one checkpoint or savepoint failed.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
+	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
 )
 
@@ -22,8 +24,12 @@ type InputChannel interface {
 	// will call the gate's NotifyChannel when it has buffers.
 	Start(g *InputGate, index int) error
 	// Poll returns the next buffer (nil if none) and whether more are
-	// available right away.
+	// available right away. Priority items (unaligned barriers,
+	// announcements) come first.
 	Poll() (b *buffer.Buffer, more bool, err error)
+	// PollPriority returns the next buffer only if it is a priority item
+	// (nil otherwise): the task takes these while its outputs are full.
+	PollPriority() (*buffer.Buffer, error)
 	// Resume resumes consumption after an aligned barrier.
 	Resume()
 	// Release stops consuming and releases everything the channel holds.
@@ -39,14 +45,21 @@ type InputGate struct {
 	name     string
 	channels []InputChannel
 	ready    chan struct{} // capacity 1: something was queued
+	// priority mirrors "mu.prio is not empty" for a check without the
+	// lock (PriorityPending).
+	priority atomic.Bool
 
 	mu struct {
 		sync.Mutex
 		queue    []int // channels with data, FIFO
 		head     int
 		enqueued []bool
-		err      error
-		closed   bool
+		// prio lists the channels with a priority item, FIFO; they are
+		// served before queue.
+		prio         []int
+		prioEnqueued []bool
+		err          error
+		closed       bool
 	}
 }
 
@@ -54,6 +67,7 @@ type InputGate struct {
 func NewInputGate(name string, channels []InputChannel) *InputGate {
 	g := &InputGate{name: name, channels: channels, ready: make(chan struct{}, 1)}
 	g.mu.enqueued = make([]bool, len(channels))
+	g.mu.prioEnqueued = make([]bool, len(channels))
 	return g
 }
 
@@ -118,8 +132,46 @@ func (g *InputGate) Fail(err error) {
 // the gate failed. The task waits on it when PollNext found nothing.
 func (g *InputGate) Ready() <-chan struct{} { return g.ready }
 
-// PollNext returns the next buffer of any channel with data, round robin,
-// and its channel index; b is nil when no channel has data right now.
+// NotifyPriority queues channel i as having a priority item: it is
+// served before the channels queued by NotifyChannel. Safe from any
+// goroutine.
+func (g *InputGate) NotifyPriority(i int) {
+	g.mu.Lock()
+	if g.mu.closed || g.mu.prioEnqueued[i] {
+		g.mu.Unlock()
+		return
+	}
+	g.mu.prioEnqueued[i] = true
+	g.mu.prio = append(g.mu.prio, i)
+	g.priority.Store(true)
+	g.mu.Unlock()
+	g.signal()
+}
+
+// PriorityPending reports, without taking the gate's lock, whether some
+// channel announced a priority item not yet taken: a task that is busy
+// with a buffer checks it now and then, to take an unaligned barrier
+// before it finishes the buffer.
+func (g *InputGate) PriorityPending() bool { return g.priority.Load() }
+
+// popPriorityLocked takes the first channel with a priority item, or -1.
+func (g *InputGate) popPriorityLocked() int {
+	if len(g.mu.prio) == 0 {
+		return -1
+	}
+	i := g.mu.prio[0]
+	copy(g.mu.prio, g.mu.prio[1:])
+	g.mu.prio = g.mu.prio[:len(g.mu.prio)-1]
+	g.mu.prioEnqueued[i] = false
+	if len(g.mu.prio) == 0 {
+		g.priority.Store(false)
+	}
+	return i
+}
+
+// PollNext returns the next buffer of any channel with data, round robin
+// (channels with a priority item first), and its channel index; b is nil
+// when no channel has data right now.
 func (g *InputGate) PollNext() (ch int, b *buffer.Buffer, err error) {
 	for {
 		g.mu.Lock()
@@ -132,14 +184,18 @@ func (g *InputGate) PollNext() (ch int, b *buffer.Buffer, err error) {
 			g.mu.Unlock()
 			return 0, nil, ErrGateClosed
 		}
-		if g.mu.head == len(g.mu.queue) {
-			g.mu.Unlock()
+		i := -1
+		if len(g.mu.prio) > 0 {
+			i = g.popPriorityLocked()
+		} else if g.mu.head < len(g.mu.queue) {
+			i = g.mu.queue[g.mu.head]
+			g.mu.head++
+			g.mu.enqueued[i] = false
+		}
+		g.mu.Unlock()
+		if i < 0 {
 			return 0, nil, nil
 		}
-		i := g.mu.queue[g.mu.head]
-		g.mu.head++
-		g.mu.enqueued[i] = false
-		g.mu.Unlock()
 
 		b, more, err := g.channels[i].Poll()
 		if err != nil {
@@ -148,6 +204,38 @@ func (g *InputGate) PollNext() (ch int, b *buffer.Buffer, err error) {
 		if more {
 			g.NotifyChannel(i)
 		}
+		if b != nil {
+			return i, b, nil
+		}
+	}
+}
+
+// PollPriority returns the next priority item of a channel that has one
+// (and its index), or a nil buffer: unlike PollNext it never hands out
+// data. The task uses it while its outputs have no room.
+func (g *InputGate) PollPriority() (ch int, b *buffer.Buffer, err error) {
+	for {
+		g.mu.Lock()
+		if g.mu.err != nil {
+			err := g.mu.err
+			g.mu.Unlock()
+			return 0, nil, err
+		}
+		if g.mu.closed {
+			g.mu.Unlock()
+			return 0, nil, ErrGateClosed
+		}
+		i := g.popPriorityLocked()
+		g.mu.Unlock()
+		if i < 0 {
+			return 0, nil, nil
+		}
+		b, err := g.channels[i].PollPriority()
+		if err != nil {
+			return i, nil, fmt.Errorf("network: gate %s channel %s: %w", g.name, g.channels[i].Name(), err)
+		}
+		// The channel may hold more, or data only: let PollNext look.
+		g.NotifyChannel(i)
 		if b != nil {
 			return i, b, nil
 		}
@@ -180,6 +268,13 @@ type LocalChannel struct {
 	sub  *Subpartition
 	gate *InputGate
 	idx  int
+
+	// The consumer's goroutine only: recording of channel state (rec
+	// records the buffers polled until barrier recID) and the newest
+	// barrier taken from the channel.
+	rec         Recorder
+	recID       barrier.CheckpointID
+	lastBarrier barrier.CheckpointID
 }
 
 // NewLocalChannel returns a channel that will read sub.
@@ -191,16 +286,98 @@ func (c *LocalChannel) Name() string { return c.name }
 
 func (c *LocalChannel) Start(g *InputGate, index int) error {
 	c.gate, c.idx = g, index
+	c.sub.mu.Lock()
+	c.sub.mu.announce = true
+	c.sub.mu.Unlock()
 	return c.sub.Attach(c)
 }
 
 // NotifyDataAvailable implements Listener.
 func (c *LocalChannel) NotifyDataAvailable() { c.gate.NotifyChannel(c.idx) }
 
+// NotifyPriority implements Listener.
+func (c *LocalChannel) NotifyPriority() { c.gate.NotifyPriority(c.idx) }
+
 func (c *LocalChannel) Poll() (*buffer.Buffer, bool, error) {
 	r := c.sub.Poll()
+	if b := r.Buffer; b != nil && (c.rec != nil || !b.IsData()) {
+		c.polled(b)
+	}
 	return r.Buffer, r.More, nil
 }
+
+// PollPriority implements InputChannel.
+func (c *LocalChannel) PollPriority() (*buffer.Buffer, error) {
+	b := c.sub.pollPriority()
+	if b != nil {
+		c.polled(b)
+	}
+	return b, nil
+}
+
+// polled notes a barrier taken from the channel and records what the
+// channel state of a pending unaligned checkpoint needs.
+func (c *LocalChannel) polled(b *buffer.Buffer) {
+	if id, ok := BarrierID(b); ok {
+		c.lastBarrier = max(c.lastBarrier, id)
+		if c.rec != nil && id >= c.recID {
+			c.rec = nil
+		}
+		return
+	}
+	if c.rec != nil {
+		c.rec.Record(b)
+	}
+}
+
+// Persist starts recording the channel's in-flight data into the channel
+// state of unaligned checkpoint id (barrier.UnalignedController's
+// PersistChannel). The channel's queue is its producer's subpartition:
+// what waits there when barrier id arrives is the producer's to record
+// (the barrier overtakes it), so without the barrier the channel records
+// the buffers it hands out, from now until barrier id. If barrier id
+// already waits in the subpartition, in band, the buffers ahead of it are
+// recorded now and the producer no longer converts it. Call it from the
+// consumer's goroutine, like Poll.
+func (c *LocalChannel) Persist(id barrier.CheckpointID, rec Recorder) {
+	if c.lastBarrier >= id {
+		return // taken already: nothing of id is in flight here
+	}
+	if c.sub.persistAhead(id, rec) {
+		return
+	}
+	c.rec, c.recID = rec, id
+}
+
+// StopPersisting stops recording for checkpoint id (complete or aborted).
+func (c *LocalChannel) StopPersisting(id barrier.CheckpointID) {
+	if c.rec != nil && c.recID <= id {
+		c.rec = nil
+	}
+}
+
+// PrioritizeBarrier lets the announced barrier id overtake the buffers
+// queued ahead of it (barrier.UnalignedController's PrioritizeBarrier):
+// they stay available, what follows the barrier waits for Resume. A
+// recording for id ends with the buffers ahead of the barrier.
+func (c *LocalChannel) PrioritizeBarrier(id barrier.CheckpointID) {
+	var rec Recorder
+	if c.rec != nil && c.recID == id {
+		rec = c.rec
+		c.rec = nil
+	}
+	if c.sub.prioritizeBarrier(id, rec) {
+		c.lastBarrier = max(c.lastBarrier, id)
+	}
+}
+
+// SetBufferSize asks the producer to cut its buffers for this channel
+// at n bytes (buffer debloating; 0: the whole segment).
+func (c *LocalChannel) SetBufferSize(n int) { c.sub.SetBufferSize(n) }
+
+// Queued is the number of data buffers waiting in the channel (its
+// producer's subpartition).
+func (c *LocalChannel) Queued() int { return c.sub.Backlog() }
 
 func (c *LocalChannel) Resume() { c.sub.Resume() }
 

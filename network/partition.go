@@ -18,6 +18,10 @@ import (
 // block: the producer calls it on its hot path.
 type Listener interface {
 	NotifyDataAvailable()
+	// NotifyPriority says that a priority item (an unaligned barrier, or
+	// for a local reader an announcement) waits at the head: the reader
+	// should take it before anything else it has to do.
+	NotifyPriority()
 }
 
 // PartitionStats counts what a partition produced.
@@ -58,6 +62,20 @@ type ResultPartition struct {
 	// waitStart is when the producer started waiting for a buffer (see
 	// BackPressuredFor), 0 while it is not waiting.
 	waitStart atomic.Int64
+	// alignedOnly: barriers stay in band (SetAlignedBarriers).
+	alignedOnly bool
+	// overdrawn: the producer took an overdraft buffer and has not found
+	// room since (Available); it should wait for room before producing
+	// more.
+	overdrawn bool
+
+	// watch lists the barriers WatchBarrier waits for; watching says
+	// whether it ever did (readers skip the lock otherwise).
+	watching atomic.Bool
+	watch    struct {
+		mu   sync.Mutex
+		list []*barrierWatch
+	}
 }
 
 // NewResultPartition creates a partition of n subpartitions drawing buffers
@@ -106,14 +124,40 @@ func (p *ResultPartition) Stats() PartitionStats {
 	return s
 }
 
+// DefaultOverdraftBuffers is how many buffers beyond its pool a partition
+// takes to finish a record rather than blocking (Flink's
+// taskmanager.network.memory.max-overdraft-buffers-per-gate), when its
+// pool allows them (buffer.LocalPool.SetOverdraft).
+const DefaultOverdraftBuffers = 5
+
 // Available returns nil if the producer can get a buffer now, or a channel
 // closed once it may. A task checks it before pulling from a source so it
 // waits for output space in its mailbox loop instead of inside a write.
-func (p *ResultPartition) Available() <-chan struct{} { return p.pool.Available() }
+// Producer goroutine only.
+func (p *ResultPartition) Available() <-chan struct{} {
+	ch := p.pool.Available()
+	if ch == nil {
+		p.overdrawn = false
+	}
+	return ch
+}
+
+// Overdrawn reports whether the producer took an overdraft buffer (its
+// pool was empty in the middle of a record) and has not found room since:
+// it should wait (Available) before it produces more. Producer goroutine
+// only.
+func (p *ResultPartition) Overdrawn() bool { return p.overdrawn }
 
 func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
 	b, err := p.pool.Request()
 	if b != nil || err != nil {
+		return b, err
+	}
+	// An overdraft buffer lets the record be finished without blocking:
+	// the task then waits for room in its mailbox, where it still takes
+	// checkpoints.
+	if b, err = p.pool.RequestOverdraft(); b != nil || err != nil {
+		p.overdrawn = b != nil
 		return b, err
 	}
 	start := time.Now()
@@ -197,7 +241,11 @@ func (p *ResultPartition) nextBuffer(b *builder) error {
 	if err != nil {
 		return err
 	}
-	b.buf, b.seg, b.pos = buf, buf.Segment(), 0
+	seg := buf.Segment()
+	if n := int(p.subs[b.sub].bufSize.Load()); n > 0 && n < len(seg) {
+		seg = seg[:n:n] // debloated: the consumer wants smaller buffers
+	}
+	b.buf, b.seg, b.pos = buf, seg, 0
 	p.held = true
 	return nil
 }
@@ -294,6 +342,9 @@ type Subpartition struct {
 	index  int
 	parent *ResultPartition
 	reader atomic.Bool
+	// bufSize is the size the consumer wants its buffers cut at (buffer
+	// debloating); 0 means the whole segment.
+	bufSize atomic.Int32
 
 	mu struct {
 		sync.Mutex
@@ -303,6 +354,13 @@ type Subpartition struct {
 		blocked  bool
 		released bool
 		listener Listener
+		// hold, when holding, is the queue index where a barrier stood
+		// that a local reader let overtake (PrioritizeBarrier): the items
+		// from there on wait for Resume, as they would behind a polled
+		// aligned barrier.
+		hold    int
+		holding bool
+		priorityState
 	}
 }
 
@@ -328,7 +386,7 @@ func (s *Subpartition) Attach(l Listener) error {
 }
 
 func (s *Subpartition) availableLocked() bool {
-	return !s.mu.blocked && s.mu.head < len(s.mu.queue)
+	return !s.mu.blocked && s.mu.head < len(s.mu.queue) && (!s.mu.holding || s.mu.head < s.mu.hold)
 }
 
 func (s *Subpartition) add(b *buffer.Buffer) {
@@ -338,21 +396,32 @@ func (s *Subpartition) add(b *buffer.Buffer) {
 		b.Release()
 		return
 	}
-	wasEmpty := s.mu.head == len(s.mu.queue)
+	wasEmpty := !s.availableLocked()
 	if s.mu.head > 0 && s.mu.head == len(s.mu.queue) {
+		if s.mu.holding {
+			s.mu.hold -= s.mu.head
+		}
 		s.mu.queue = s.mu.queue[:0]
 		s.mu.head = 0
 	}
 	s.mu.queue = append(s.mu.queue, b)
+	l := s.mu.listener
+	priority := false
 	if b.IsData() {
 		s.mu.backlog++
+	} else {
+		// An announcement may fall due: the local reader takes it first.
+		priority = s.addedEventLocked(b)
 	}
-	var l Listener
-	if wasEmpty && !s.mu.blocked {
-		l = s.mu.listener
-	}
+	notify := wasEmpty && s.availableLocked()
 	s.mu.Unlock()
-	if l != nil {
+	if l == nil {
+		return
+	}
+	if priority {
+		l.NotifyPriority()
+	}
+	if notify {
 		l.NotifyDataAvailable()
 	}
 }
@@ -373,11 +442,18 @@ func (s *Subpartition) Poll() Polled {
 	if !s.availableLocked() {
 		return Polled{Backlog: s.mu.backlog}
 	}
+	if s.mu.inBand > 0 && !s.mu.annChecked {
+		if a := s.announcementLocked(); a != nil {
+			return Polled{Buffer: a, Backlog: s.mu.backlog, More: true, NextType: s.mu.queue[s.mu.head].Type()}
+		}
+	}
 	b := s.mu.queue[s.mu.head]
 	s.mu.queue[s.mu.head] = nil
 	s.mu.head++
 	if b.IsData() {
 		s.mu.backlog--
+	} else {
+		s.polledEventLocked(b)
 	}
 	if b.Type().BlocksUpstream() {
 		s.mu.blocked = true
@@ -400,6 +476,26 @@ func (s *Subpartition) Peek() (t buffer.DataType, ok bool, backlog int) {
 	return s.mu.queue[s.mu.head].Type(), true, s.mu.backlog
 }
 
+// SetBufferSize asks the producer to cut the buffers of s at n bytes from
+// its next buffer on (buffer debloating: NEW_BUFFER_SIZE, or a local
+// consumer's own decision). n is clamped to [MinBufferSize, the segment
+// size]; 0 restores whole segments. Safe from any goroutine.
+func (s *Subpartition) SetBufferSize(n int) {
+	if n > 0 && n < MinBufferSize {
+		n = MinBufferSize
+	}
+	if n > 1<<30 {
+		n = 0
+	}
+	s.bufSize.Store(int32(n))
+}
+
+// BufferSize is the buffer size set by SetBufferSize (0: whole segments).
+func (s *Subpartition) BufferSize() int { return int(s.bufSize.Load()) }
+
+// MinBufferSize is the smallest buffer size SetBufferSize applies.
+const MinBufferSize = 256
+
 // Backlog is the number of data buffers queued.
 func (s *Subpartition) Backlog() int {
 	s.mu.Lock()
@@ -411,11 +507,12 @@ func (s *Subpartition) Backlog() int {
 // again. Resuming an unblocked subpartition does nothing.
 func (s *Subpartition) Resume() {
 	s.mu.Lock()
-	if !s.mu.blocked {
+	if !s.mu.blocked && !s.mu.holding {
 		s.mu.Unlock()
 		return
 	}
-	s.mu.blocked = false
+	s.mu.blocked, s.mu.holding = false, false
+	s.mu.annChecked = false
 	var l Listener
 	if s.availableLocked() {
 		l = s.mu.listener
@@ -437,6 +534,7 @@ func (s *Subpartition) Release() {
 	s.mu.released = true
 	q := s.mu.queue[s.mu.head:]
 	s.mu.queue, s.mu.head, s.mu.backlog = nil, 0, 0
+	s.mu.holding, s.mu.inBand = false, 0
 	s.mu.listener = nil
 	s.mu.Unlock()
 	for _, b := range q {

@@ -143,6 +143,7 @@ func TestPartitionStatsUnflushed(t *testing.T) {
 type countingListener struct{ n int }
 
 func (l *countingListener) NotifyDataAvailable() { l.n++ }
+func (l *countingListener) NotifyPriority()      {}
 
 // A subpartition counts its backlog of data buffers, tells its reader
 // when it has something again, and hands out nothing after an aligned

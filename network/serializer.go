@@ -216,6 +216,25 @@ func (d *Deserializer) release() {
 	}
 }
 
+// AppendUnconsumed appends the bytes the deserializer received but has not
+// yet handed out as records: the part of a record spanning buffers it
+// collected so far, then the unread rest of its current buffer. Fed to a
+// fresh deserializer before the channel's next buffers, they give the same
+// records: an unaligned checkpoint's channel state starts with them.
+func (d *Deserializer) AppendUnconsumed(dst []byte) []byte {
+	if d.partial {
+		dst = append(dst, d.lenBuf[:d.lenHave]...)
+		if d.lenHave == lengthSize {
+			dst = append(dst, d.scratch...)
+		}
+	}
+	if d.buf != nil {
+		dst = append(dst, d.fast...)
+		dst = append(dst, d.rest...)
+	}
+	return dst
+}
+
 // Close releases any buffer still held and forgets partial records.
 func (d *Deserializer) Close() {
 	d.release()

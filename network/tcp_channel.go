@@ -266,9 +266,10 @@ type RemoteChannel struct {
 
 	mu struct {
 		sync.Mutex
-		conn     *clientConn
-		queue    []*buffer.Buffer
-		head     int
+		conn  *clientConn
+		queue []*buffer.Buffer
+		head  int
+		unaligned
 		err      error
 		ended    bool // end of partition received
 		released bool
@@ -452,6 +453,12 @@ func (ch *RemoteChannel) onEvent(rd *wire.Reader, h *wire.BufferResponseHeader) 
 	if err := rd.ReadPayload(p); err != nil {
 		return err
 	}
+	if len(p) > 0 && wire.EventKind(p[0]) == wire.EventAnnouncement {
+		// weir's client announces the barriers it receives itself (see
+		// push); an announcement from the server is a hint it does not
+		// need.
+		return nil
+	}
 	end := len(p) > 0 && wire.EventKind(p[0]) == wire.EventEndOfPartition
 	if end {
 		// The server released its reader: this channel is done on the
@@ -510,7 +517,9 @@ func (ch *RemoteChannel) onError(class wire.ErrorClass, msg string) {
 	ch.mu.Unlock()
 }
 
-// push queues a received buffer for the gate.
+// push queues a received buffer for the gate: a priority event ahead of
+// the queue, anything else at its end (and, for a timeoutable barrier, an
+// announcement of it ahead of the queue).
 func (ch *RemoteChannel) push(b *buffer.Buffer) {
 	ch.mu.Lock()
 	if ch.mu.released || ch.mu.err != nil {
@@ -518,12 +527,27 @@ func (ch *RemoteChannel) push(b *buffer.Buffer) {
 		b.Release()
 		return
 	}
+	if b.IsData() && ch.mu.rec == nil {
+		ch.appendLocked(b)
+		ch.mu.Unlock()
+		ch.gate.NotifyChannel(ch.idx)
+		return
+	}
+	if ch.pushLocked(b) {
+		ch.mu.Unlock()
+		ch.gate.NotifyPriority(ch.idx)
+		return
+	}
+	ch.mu.Unlock()
+	ch.gate.NotifyChannel(ch.idx)
+}
+
+func (ch *RemoteChannel) appendLocked(b *buffer.Buffer) {
 	if ch.mu.head > 0 && ch.mu.head == len(ch.mu.queue) {
 		ch.mu.queue, ch.mu.head = ch.mu.queue[:0], 0
 	}
 	ch.mu.queue = append(ch.mu.queue, b)
-	ch.mu.Unlock()
-	ch.gate.NotifyChannel(ch.idx)
+	ch.mu.arrived++
 }
 
 // fail fails the channel with err (unless it already ended): queued
@@ -559,8 +583,9 @@ func (ch *RemoteChannel) fail(err error, cancel bool) {
 }
 
 func (ch *RemoteChannel) drainLocked() []*buffer.Buffer {
-	q := ch.mu.queue[ch.mu.head:]
-	ch.mu.queue, ch.mu.head = nil, 0
+	q := append(ch.mu.prio, ch.mu.queue[ch.mu.head:]...)
+	ch.mu.queue, ch.mu.head, ch.mu.prio = nil, 0, nil
+	ch.mu.rec = nil
 	return q
 }
 
@@ -571,16 +596,34 @@ func (ch *RemoteChannel) Poll() (*buffer.Buffer, bool, error) {
 	if ch.mu.err != nil {
 		return nil, false, ch.mu.err
 	}
+	if len(ch.mu.prio) > 0 {
+		b := ch.popPriorityLocked()
+		return b, len(ch.mu.prio) > 0 || ch.mu.head < len(ch.mu.queue), nil
+	}
 	if ch.mu.head == len(ch.mu.queue) {
 		return nil, false, nil
 	}
 	b := ch.mu.queue[ch.mu.head]
 	ch.mu.queue[ch.mu.head] = nil
 	ch.mu.head++
+	ch.mu.polled++
 	if b.Type().BlocksUpstream() {
 		ch.mu.blocked = true
 	}
 	return b, ch.mu.head < len(ch.mu.queue), nil
+}
+
+// PollPriority implements InputChannel.
+func (ch *RemoteChannel) PollPriority() (*buffer.Buffer, error) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.mu.err != nil {
+		return nil, ch.mu.err
+	}
+	if len(ch.mu.prio) == 0 {
+		return nil, nil
+	}
+	return ch.popPriorityLocked(), nil
 }
 
 // Resume implements InputChannel: after an aligned barrier was polled it

@@ -272,6 +272,18 @@ func (r *serverReader) NotifyDataAvailable() {
 	}
 }
 
+// NotifyPriority implements Listener: a priority event waits at the head
+// of the subpartition; the reader goes to the front of the writer's queue.
+func (r *serverReader) NotifyPriority() {
+	c := r.conn
+	c.mu.Lock()
+	ok := c.enqueueFrontLocked(r)
+	c.mu.Unlock()
+	if ok {
+		c.signal()
+	}
+}
+
 func (s *Server) newConn(nc net.Conn) *serverConn {
 	c := &serverConn{srv: s, nc: nc, log: s.log.With(zap.String("remote", nc.RemoteAddr().String())),
 		wake: make(chan struct{}, 1), parts: make(map[*servedPartition]struct{})}
@@ -296,6 +308,33 @@ func (c *serverConn) enqueueLocked(r *serverReader) bool {
 		c.mu.queue, c.mu.head = c.mu.queue[:0], 0
 	}
 	c.mu.queue = append(c.mu.queue, r)
+	return true
+}
+
+// enqueueFrontLocked queues r ahead of the other readers (moving it if it
+// is queued already).
+func (c *serverConn) enqueueFrontLocked(r *serverReader) bool {
+	if r.released || c.mu.closing {
+		return false
+	}
+	if r.queued {
+		for k := c.mu.head; k < len(c.mu.queue); k++ {
+			if c.mu.queue[k] == r {
+				copy(c.mu.queue[c.mu.head+1:k+1], c.mu.queue[c.mu.head:k])
+				c.mu.queue[c.mu.head] = r
+				return true
+			}
+		}
+	}
+	r.queued = true
+	if c.mu.head > 0 {
+		c.mu.head--
+		c.mu.queue[c.mu.head] = r
+		return true
+	}
+	c.mu.queue = append(c.mu.queue, nil)
+	copy(c.mu.queue[1:], c.mu.queue)
+	c.mu.queue[0] = r
 	return true
 }
 
@@ -490,9 +529,14 @@ func (c *serverConn) readLoop() error {
 				c.release(r, false)
 			}
 		case wire.TypeNewBufferSize:
-			// Accepted and ignored: weir's buffers have a fixed size.
-			if _, err := c.receiverFrame(f.Type, f.NewBufferSize.Receiver); err != nil {
+			// Buffer debloating: the producer cuts the receiver's next
+			// buffers at this size.
+			r, err := c.receiverFrame(f.Type, f.NewBufferSize.Receiver)
+			if err != nil {
 				return err
+			}
+			if r != nil {
+				r.sub.SetBufferSize(int(min(f.NewBufferSize.Size, 1<<30)))
 			}
 		default:
 			return &wire.ProtocolError{Type: f.Type, Reason: "unexpected frame"}

@@ -51,6 +51,20 @@
 // checkpoint's metadata and of one task's snapshot (which the control plane
 // carries from a worker to the coordinator).
 //
+// # Channel state and finished tasks
+//
+// An unaligned checkpoint also holds the data in flight between tasks:
+// each task's ChannelState (the buffers and watermark events each input
+// channel had received before its barrier, and those its own barrier
+// overtook in each output subpartition), written by WriteChannelState as
+// one file and referenced by TaskSnapshot.Channels. Restoring it puts the
+// items back in flight, in order, before any new data; it restores only at
+// the parallelism it was taken at. A task that had finished when a
+// checkpoint started is recorded in the Metadata with
+// TaskSnapshot.Finished and no state: a restored job runs nothing of it.
+// Metadata and task snapshots are at version 2; version 1 files are still
+// read.
+//
 // # The caller's duties, in order
 //
 //  1. Create the backends (heap.New with the subtask's max parallelism,

@@ -12,21 +12,25 @@ import (
 	"github.com/weirstream/weir/internal/keygroup"
 )
 
-// The metadata file format (version 1). Integers are uvarints unless noted;
+// The metadata file format (version 2). Integers are uvarints unless noted;
 // strings are uvarint(len) | bytes; maps are written sorted by key so equal
 // metadata encodes to equal bytes.
 //
 //	file      = "WEIRMETA" version:u16le body crc:u32le        (crc32c of everything before it)
 //	body      = id timestamp:zigzag-varint kind:u8 nTasks task*
 //	task      = vertex:string subtask snapshot
-//	snapshot  = nOps op*
+//	snapshot  = tflags:u8 [channels] nOps op*    (tflags bit0 finished, bit1 channels)
+//	channels  = stream nInputs nOutputs nSubs*
 //	op        = operatorID:string flags:u8 [keyed] [operator] (flags bit0 keyed, bit1 operator)
 //	keyed     = stream start end nOffsets offset*
 //	operator  = stream nStates (name:string distribution:u8 nOffsets offset*)*
 //	stream    = path:string size checksum:u32le
 //
-// The task snapshot format (version 1, EncodeTaskSnapshot) frames one
-// snapshot of the same grammar the same way:
+// Version 1 (weir before unaligned checkpoints and finished tasks) is the
+// same without tflags and channels; it is still read.
+//
+// The task snapshot format (version 2, EncodeTaskSnapshot; version 1 is
+// still read) frames one snapshot of the same grammar the same way:
 //
 //	file      = "WEIRSNAP" version:u16le snapshot crc:u32le
 
@@ -36,8 +40,10 @@ var (
 )
 
 const (
-	metaVersion = 1
-	snapVersion = 1
+	metaVersion = 2
+	snapVersion = 2
+	// oldestVersion is the oldest metadata and snapshot version read.
+	oldestVersion = 1
 )
 
 // ErrCorruptSnapshot is wrapped by every error of DecodeTaskSnapshot.
@@ -57,11 +63,11 @@ func EncodeTaskSnapshot(ts TaskSnapshot) []byte {
 // collections decode as in DecodeMetadata: Operators and States as empty
 // maps, Offsets as nil. Errors wrap ErrCorruptSnapshot.
 func DecodeTaskSnapshot(b []byte) (TaskSnapshot, error) {
-	body, err := openFrame(b, snapMagic, snapVersion, "task snapshot")
+	body, v, err := openFrame(b, snapMagic, snapVersion, "task snapshot")
 	if err != nil {
 		return TaskSnapshot{}, fmt.Errorf("%w: %w", ErrCorruptSnapshot, err)
 	}
-	d := decoder{b: body}
+	d := decoder{b: body, version: v}
 	ts := d.snapshot()
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
@@ -72,20 +78,22 @@ func DecodeTaskSnapshot(b []byte) (TaskSnapshot, error) {
 	return ts, nil
 }
 
-// openFrame checks the magic, checksum and version of an encoded file and
-// returns what lies between the version and the checksum.
-func openFrame(b, magic []byte, version uint16, what string) ([]byte, error) {
+// openFrame checks the magic, checksum and version (oldestVersion to
+// version) of an encoded file and returns what lies between the version
+// and the checksum, and the version.
+func openFrame(b, magic []byte, version uint16, what string) ([]byte, uint16, error) {
 	if len(b) < len(magic)+2+4 || string(b[:len(magic)]) != string(magic) {
-		return nil, fmt.Errorf("not a weir %s file (bad magic or too short)", what)
+		return nil, 0, fmt.Errorf("not a weir %s file (bad magic or too short)", what)
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return nil, fmt.Errorf("checksum %08x, expected %08x", got, sum)
+		return nil, 0, fmt.Errorf("checksum %08x, expected %08x", got, sum)
 	}
-	if v := binary.LittleEndian.Uint16(body[len(magic):]); v != version {
-		return nil, fmt.Errorf("unsupported %s version %d", what, v)
+	v := binary.LittleEndian.Uint16(body[len(magic):])
+	if v < oldestVersion || v > version {
+		return nil, 0, fmt.Errorf("unsupported %s version %d (this weir reads versions %d to %d)", what, v, oldestVersion, version)
 	}
-	return body[len(magic)+2:], nil
+	return body[len(magic)+2:], v, nil
 }
 
 // EncodeMetadata encodes m in the versioned binary metadata format.
@@ -114,9 +122,25 @@ func EncodeMetadata(m Metadata) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// appendSnapshot appends the snapshot production: the operators sorted by
-// ID.
+// appendSnapshot appends the snapshot production: the task flags, the
+// channel state, the operators sorted by ID.
 func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
+	var tflags byte
+	if ts.Finished {
+		tflags |= 1
+	}
+	if ts.Channels != nil {
+		tflags |= 2
+	}
+	b = append(b, tflags)
+	if c := ts.Channels; c != nil {
+		b = appendStream(b, c.StreamHandle)
+		b = binary.AppendUvarint(b, uint64(c.InputChannels))
+		b = binary.AppendUvarint(b, uint64(len(c.Subpartitions)))
+		for _, n := range c.Subpartitions {
+			b = binary.AppendUvarint(b, uint64(n))
+		}
+	}
 	ops := sortedKeys(ts.Operators)
 	b = binary.AppendUvarint(b, uint64(len(ops)))
 	for _, op := range ops {
@@ -180,11 +204,11 @@ func appendOffsets(b []byte, offs []int64) []byte {
 
 // DecodeMetadata decodes and verifies an encoded Metadata.
 func DecodeMetadata(b []byte) (Metadata, error) {
-	body, err := openFrame(b, metaMagic, metaVersion, "metadata")
+	body, v, err := openFrame(b, metaMagic, metaVersion, "metadata")
 	if err != nil {
 		return Metadata{}, err
 	}
-	d := decoder{b: body}
+	d := decoder{b: body, version: v}
 	var m Metadata
 	m.ID = barrier.CheckpointID(d.uvarint())
 	m.Timestamp = d.varint()
@@ -210,8 +234,9 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 }
 
 type decoder struct {
-	b   []byte
-	err error
+	b       []byte
+	err     error
+	version uint16 // of the file being decoded
 }
 
 var errShort = errors.New("truncated")
@@ -219,8 +244,27 @@ var errShort = errors.New("truncated")
 // snapshot decodes the snapshot production (appendSnapshot); on an error
 // it returns what it decoded so far.
 func (d *decoder) snapshot() TaskSnapshot {
+	var ts TaskSnapshot
+	if d.version >= 2 {
+		tflags := d.byte()
+		if tflags&^3 != 0 && d.err == nil {
+			d.err = fmt.Errorf("unknown task flags %#x", tflags)
+		}
+		ts.Finished = tflags&1 != 0
+		if tflags&2 != 0 {
+			c := &ChannelStateHandle{StreamHandle: d.stream()}
+			c.InputChannels = d.count()
+			if n := d.count(); n > 0 {
+				c.Subpartitions = make([]int, n)
+				for i := range c.Subpartitions {
+					c.Subpartitions[i] = int(d.uvarint())
+				}
+			}
+			ts.Channels = c
+		}
+	}
 	nops := d.count()
-	ts := TaskSnapshot{Operators: make(map[string]OperatorSubtaskState, nops)}
+	ts.Operators = make(map[string]OperatorSubtaskState, nops)
 	for range nops {
 		op := d.string()
 		flags := d.byte()
@@ -345,7 +389,12 @@ func (m Metadata) Clone() Metadata {
 	out := m
 	out.Tasks = make(map[TaskKey]TaskSnapshot, len(m.Tasks))
 	for k, ts := range m.Tasks {
-		nts := TaskSnapshot{Operators: make(map[string]OperatorSubtaskState, len(ts.Operators))}
+		nts := TaskSnapshot{Operators: make(map[string]OperatorSubtaskState, len(ts.Operators)), Finished: ts.Finished}
+		if ts.Channels != nil {
+			c := *ts.Channels
+			c.Subpartitions = slices.Clone(c.Subpartitions)
+			nts.Channels = &c
+		}
 		for op, st := range ts.Operators {
 			var n OperatorSubtaskState
 			if st.Keyed != nil {
@@ -384,6 +433,9 @@ func (m Metadata) rewriteHandles(fn func(*StreamHandle)) {
 	})
 	for _, k := range keys {
 		ts := m.Tasks[k]
+		if ts.Channels != nil {
+			fn(&ts.Channels.StreamHandle)
+		}
 		for _, op := range sortedKeys(ts.Operators) {
 			st := ts.Operators[op]
 			if st.Keyed != nil {

@@ -65,9 +65,19 @@ func (s OperatorSubtaskState) Size() int64 {
 }
 
 // TaskSnapshot is what one task acknowledges for one checkpoint: the state of
-// every operator in its chain, keyed by the operator's stable ID.
+// every operator in its chain, keyed by the operator's stable ID, and the
+// data in flight on its channels if the checkpoint was unaligned. In a
+// checkpoint's Metadata, a task that had finished before the checkpoint
+// started is recorded with Finished set and nothing else.
 type TaskSnapshot struct {
 	Operators map[string]OperatorSubtaskState
+	// Channels is the task's channel state (an unaligned checkpoint), or
+	// nil.
+	Channels *ChannelStateHandle
+	// Finished says the task had finished: a job restored from this
+	// checkpoint deploys it finished (it runs nothing and its sources do
+	// not replay).
+	Finished bool
 }
 
 // Size is the total bytes of all state files of the snapshot.
@@ -75,6 +85,9 @@ func (s TaskSnapshot) Size() int64 {
 	var n int64
 	for _, o := range s.Operators {
 		n += o.Size()
+	}
+	if s.Channels != nil {
+		n += s.Channels.Size
 	}
 	return n
 }

@@ -27,10 +27,46 @@ func TestMetadataEncodingPinned(t *testing.T) {
 		}},
 		{Vertex: "b", Subtask: 0}: {Operators: map[string]state.OperatorSubtaskState{}},
 	}}
-	require.Equal(t, "574549524d45544101002a09010201610103046e6f6e6500026f70010863686b2d34322f7863efbeadde0305030a141e03"+
-		"6f7032020863686b2d34322f7907000000000201650000017301010401620000b2e5592b",
-		hex.EncodeToString(state.EncodeMetadata(m)))
+	require.Equal(t, pinnedMetadataV2, hex.EncodeToString(state.EncodeMetadata(m)))
+	// Version 1 files (weir before channel state and finished tasks) are
+	// still read.
+	v1, err := hex.DecodeString("574549524d45544101002a09010201610103046e6f6e6500026f70010863686b2d34322f7863efbeadde0305030a141e03" +
+		"6f7032020863686b2d34322f7907000000000201650000017301010401620000b2e5592b")
+	require.NoError(t, err)
+	got, err := state.DecodeMetadata(v1)
+	require.NoError(t, err)
+	require.Equal(t, m.Clone(), got)
+	for k, ts := range got.Tasks {
+		require.False(t, ts.Finished, "%v", k)
+		require.Nil(t, ts.Channels, "%v", k)
+	}
 }
+
+const pinnedMetadataV2 = "574549524d45544102002a0901020161010003046e6f6e6500026f70010863686b2d34322f7863efbeadde0305030a141e036f7032020863686b2d34322f790700000000020165000001730101040162000000cf3bd6c7"
+
+// Version 2 adds a task's finished flag and its channel state (unaligned
+// checkpoints).
+func TestMetadataV2FinishedAndChannels(t *testing.T) {
+	m := state.Metadata{ID: 7, Timestamp: 1, Kind: barrier.Checkpoint, Tasks: map[state.TaskKey]state.TaskSnapshot{
+		{Vertex: "src", Subtask: 0}: {Operators: map[string]state.OperatorSubtaskState{}, Finished: true},
+		{Vertex: "sum", Subtask: 1}: {Operators: map[string]state.OperatorSubtaskState{},
+			Channels: &state.ChannelStateHandle{StreamHandle: state.StreamHandle{Path: "chk-7/sum-1-channels", Size: 12, Checksum: 3},
+				InputChannels: 2, Subpartitions: []int{3, 1}}},
+	}}
+	enc := state.EncodeMetadata(m)
+	require.Equal(t, pinnedMetadataV2Channels, hex.EncodeToString(enc))
+	got, err := state.DecodeMetadata(enc)
+	require.NoError(t, err)
+	require.Equal(t, m, got)
+	require.Equal(t, m, got.Clone())
+	require.Equal(t, []state.StreamHandle{{Path: "chk-7/sum-1-channels", Size: 12, Checksum: 3}}, m.StreamHandles())
+	require.EqualValues(t, 12, m.Tasks[state.TaskKey{Vertex: "sum", Subtask: 1}].Size())
+	ts, err := state.DecodeTaskSnapshot(state.EncodeTaskSnapshot(m.Tasks[state.TaskKey{Vertex: "sum", Subtask: 1}]))
+	require.NoError(t, err)
+	require.Equal(t, m.Tasks[state.TaskKey{Vertex: "sum", Subtask: 1}], ts)
+}
+
+const pinnedMetadataV2Channels = "574549524d455441020007020002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c030000000202030100c6f45dcb"
 
 func sampleTaskSnapshot() state.TaskSnapshot {
 	return state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{
@@ -56,17 +92,24 @@ func sampleTaskSnapshot() state.TaskSnapshot {
 	}}
 }
 
+const pinnedSnapshotV2 = "57454952534e415002000003036d61700006736f75726365020963686b2d372f7372630800000000000677696e646f77030d63686b2d372f772d6b65796564808080808020efbeadde204004001181808080808080108380808080808080400a63686b2d372f772d6f70630100000002076f666673657473000300081005756e696f6e01002857e2e9"
+
 func TestTaskSnapshotEncoding(t *testing.T) {
 	ts := sampleTaskSnapshot()
 	enc := state.EncodeTaskSnapshot(ts)
 	require.Equal(t, enc, state.EncodeTaskSnapshot(sampleTaskSnapshot()), "deterministic")
-	require.Equal(t, "57454952534e4150010003036d61700006736f7572636502"+
-		"0963686b2d372f7372630800000000000677696e646f77030d63686b2d372f772d6b657965648080808080"+
-		"20efbeadde20400400118180808080808010838080808080808040"+
-		"0a63686b2d372f772d6f70630100000002076f666673657473000300081005756e696f6e0100"+
-		"e308b957",
-		hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
+	require.Equal(t, pinnedSnapshotV2, hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
 	got, err := state.DecodeTaskSnapshot(enc)
+	require.NoError(t, err)
+	require.Equal(t, ts, got)
+	// Version 1 is still read.
+	v1, err := hex.DecodeString("57454952534e4150010003036d61700006736f7572636502" +
+		"0963686b2d372f7372630800000000000677696e646f77030d63686b2d372f772d6b657965648080808080" +
+		"20efbeadde20400400118180808080808010838080808080808040" +
+		"0a63686b2d372f772d6f70630100000002076f666673657473000300081005756e696f6e0100" +
+		"e308b957")
+	require.NoError(t, err)
+	got, err = state.DecodeTaskSnapshot(v1)
 	require.NoError(t, err)
 	require.Equal(t, ts, got)
 
@@ -112,12 +155,15 @@ func TestTaskSnapshotCorrupt(t *testing.T) {
 	}{
 		{"nil", nil, "bad magic or too short"},
 		{"metadata", state.EncodeMetadata(state.Metadata{ID: 1}), "bad magic"},
-		{"version 2", frame("WEIRSNAP", 2, body), "unsupported task snapshot version 2"},
-		{"trailing byte", frame("WEIRSNAP", 1, append(append([]byte(nil), body...), 0)), "1 trailing bytes"},
-		{"truncated body", frame("WEIRSNAP", 1, body[:len(body)-1]), "truncated"},
-		{"empty body", frame("WEIRSNAP", 1, nil), "truncated"},
-		{"huge count", frame("WEIRSNAP", 1, binary.AppendUvarint(nil, 1<<40)), "truncated"},
-		{"unknown flags", frame("WEIRSNAP", 1, []byte{1, 2, 'o', 'p', 4}), `operator "op": unknown flags 0x4`},
+		{"version 3", frame("WEIRSNAP", 3, body), "unsupported task snapshot version 3"},
+		{"version 0", frame("WEIRSNAP", 0, body), "unsupported task snapshot version 0"},
+		{"trailing byte", frame("WEIRSNAP", 2, append(append([]byte(nil), body...), 0)), "1 trailing bytes"},
+		{"truncated body", frame("WEIRSNAP", 2, body[:len(body)-1]), "truncated"},
+		{"empty body", frame("WEIRSNAP", 2, nil), "truncated"},
+		{"huge count", frame("WEIRSNAP", 2, append([]byte{0}, binary.AppendUvarint(nil, 1<<40)...)), "truncated"},
+		{"unknown flags", frame("WEIRSNAP", 2, []byte{0, 1, 2, 'o', 'p', 4}), `operator "op": unknown flags 0x4`},
+		{"unknown task flags", frame("WEIRSNAP", 2, []byte{4, 0}), "unknown task flags 0x4"},
+		{"v1 unknown flags", frame("WEIRSNAP", 1, []byte{1, 2, 'o', 'p', 4}), `operator "op": unknown flags 0x4`},
 	} {
 		_, err := state.DecodeTaskSnapshot(tc.in)
 		require.ErrorIs(t, err, state.ErrCorruptSnapshot, tc.name)
@@ -139,10 +185,18 @@ func FuzzDecodeTaskSnapshot(f *testing.F) {
 	f.Add(state.EncodeTaskSnapshot(sampleTaskSnapshot()))
 	f.Add(state.EncodeTaskSnapshot(state.TaskSnapshot{}))
 	f.Add(frame("WEIRSNAP", 1, []byte{1, 2, 'o', 'p', 3}))
+	f.Add(frame("WEIRSNAP", 2, []byte{3, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 'o', 'p', 3}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ts, err := state.DecodeTaskSnapshot(b)
-		if err == nil {
-			require.Equal(t, b, state.EncodeTaskSnapshot(ts), "canonical")
+		if err != nil {
+			return
 		}
+		enc := state.EncodeTaskSnapshot(ts)
+		if binary.LittleEndian.Uint16(b[8:]) == 2 {
+			require.Equal(t, b, enc, "canonical")
+		}
+		again, err := state.DecodeTaskSnapshot(enc)
+		require.NoError(t, err)
+		require.Equal(t, ts, again)
 	})
 }

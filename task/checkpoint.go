@@ -26,6 +26,13 @@ type CheckpointResponder interface {
 	Running(task state.TaskKey)
 	Acknowledge(task state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m CheckpointMetrics)
 	Decline(task state.TaskKey, id barrier.CheckpointID, reason error)
+	// Finishing reports that the task's input ended and that it waits for
+	// a final checkpoint (FinalCheckpointOperator) before it finishes.
+	Finishing(task state.TaskKey)
+	// Finished reports that the task finished: its input ended, its
+	// operators finished, its outputs ended, and every checkpoint it
+	// started was acknowledged or declined.
+	Finished(task state.TaskKey)
 }
 
 // CheckpointMetrics describe how one task took one checkpoint.
@@ -39,9 +46,16 @@ type CheckpointMetrics struct {
 
 // CheckpointConfig turns checkpointing on for a task.
 type CheckpointConfig struct {
-	Mode      barrier.Mode
-	Storage   state.Storage
-	Responder CheckpointResponder
+	Mode barrier.Mode
+	// Alignment is how exactly-once checkpoints align at the task's
+	// inputs: barrier.Aligned (the default), barrier.Unaligned or
+	// barrier.AlignedWithTimeout after AlignmentTimeout. With the last two
+	// the task takes savepoints aligned all the same, and takes each
+	// checkpoint the way its barrier says.
+	Alignment        barrier.Alignment
+	AlignmentTimeout time.Duration
+	Storage          state.Storage
+	Responder        CheckpointResponder
 }
 
 // RestoreConfig tells a task to start from a checkpoint.
@@ -51,7 +65,16 @@ type RestoreConfig struct {
 	// previous run (all of them: keyed state is picked by key group and
 	// operator state redistributed, so parallelism may change).
 	Operators map[string][]state.OperatorSubtaskState
-	Reader state.StateReader
+	Reader    state.StateReader
+	// Channels holds the channel state (unaligned checkpoints) of the
+	// vertex's subtasks, by subtask index; PrevParallelism is the vertex's
+	// parallelism in the checkpoint. Channel state restores only at the
+	// same parallelism.
+	Channels        map[int]*state.ChannelStateHandle
+	PrevParallelism int
+	// Finished lists the subtasks that had finished: deployed finished,
+	// they run nothing.
+	Finished map[int]bool
 }
 
 // opState is one operator's state backends.
@@ -71,15 +94,21 @@ type checkpointer struct {
 	nblock  int
 	alignAt time.Time
 	failure error // set by a Controller callback, checked after it returns
+
+	// states are the channel states being recorded, by checkpoint.
+	states map[barrier.CheckpointID]*channelState
+	// timers are alignment timers and output-side alignment timeouts.
+	timers   []ckptTimer
+	switched int // checkpoints whose alignment timed out
 }
 
 func newCheckpointer(t *Task, cfg *CheckpointConfig) (*checkpointer, error) {
 	if cfg.Storage == nil || cfg.Responder == nil {
 		return nil, fmt.Errorf("task %s: checkpointing without storage or responder", t.cfg.Name)
 	}
-	c := &checkpointer{t: t, cfg: cfg}
+	c := &checkpointer{t: t, cfg: cfg, states: map[barrier.CheckpointID]*channelState{}}
 	if g := t.cfg.Gate; g != nil {
-		h, err := barrier.New(cfg.Mode, g.NumChannels(), c)
+		h, err := newHandler(cfg, g.NumChannels(), c)
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", t.cfg.Name, err)
 		}
@@ -95,7 +124,14 @@ func (c *checkpointer) err() error {
 	return err
 }
 
-func (c *checkpointer) close() {}
+// close gives up the channel states still being recorded: the task
+// stopped.
+func (c *checkpointer) close() {
+	for id, s := range c.states {
+		s.abort()
+		delete(c.states, id)
+	}
+}
 
 // onBarrier hands barrier b from channel ch to the handler. A channel the
 // handler did not block is resumed at once: its producer stopped after
@@ -147,6 +183,7 @@ func (c *checkpointer) TriggerCheckpoint(b barrier.Barrier) {
 // and decline.
 func (c *checkpointer) AbortCheckpoint(id barrier.CheckpointID, reason barrier.AbortReason) {
 	c.alignAt = time.Time{}
+	c.dropState(id)
 	c.t.broadcastEvent(cancelPayload(id), buffer.Event)
 	c.t.decline(id, barrier.DeclineReasonOf(reason), nil)
 }
@@ -169,9 +206,16 @@ func (t *Task) TriggerCheckpoint(b barrier.Barrier) {
 	}
 	err := t.postMail(mail{
 		run: func() error {
-			if t.inputEnded {
+			switch {
+			case t.fin.waiting:
+				return t.performFinalCheckpoint(b)
+			case t.inputEnded:
 				t.decline(b.ID, barrier.DeclineTaskFinished, nil)
 				return nil
+			case t.cfg.Source == nil:
+				// Its upstream tasks finished: triggered by the end of
+				// its input.
+				return t.triggerAtEnd(b)
 			}
 			return t.performCheckpoint(b, 0)
 		},
@@ -210,6 +254,7 @@ func (t *Task) NotifyCheckpointComplete(id barrier.CheckpointID) {
 				return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("checkpoint %d complete: %w", id, err)}
 			}
 		}
+		t.finalCompleted(id)
 		return nil
 	})
 }
@@ -220,6 +265,10 @@ func (t *Task) NotifyCheckpointAborted(id barrier.CheckpointID) {
 	t.postNotification("aborted", id, func() error {
 		if t.ckpt != nil && t.ckpt.handler != nil {
 			t.ckpt.handler.Abort(id)
+		}
+		if t.ckpt != nil {
+			t.ckpt.dropState(id)
+			t.finalAborted(id)
 		}
 		for _, op := range t.cfg.Operators {
 			if err := op.NotifyCheckpointAborted(id); err != nil {
@@ -260,11 +309,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("prepare checkpoint %d: %w", b.ID, err)}
 		}
 	}
-	dt := buffer.AlignedBarrier
-	if c.cfg.Mode == barrier.AtLeastOnce {
-		dt = buffer.Event
-	}
-	t.broadcastEvent(barrierPayload(b), dt)
+	chs := t.emitBarrier(b)
 
 	parts := make([]snapshotPart, 0, len(t.cfg.Operators))
 	// Every asynchronous part must run exactly once (state.Snapshot's
@@ -278,6 +323,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 	for i, op := range t.cfg.Operators {
 		if err := op.SnapshotState(b.ID); err != nil {
 			abandon()
+			c.dropState(b.ID)
 			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("snapshot checkpoint %d: %w", b.ID, err)}
 		}
 		st := t.states[i]
@@ -293,6 +339,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 		if err != nil {
 			p.abandon()
 			abandon()
+			c.dropState(b.ID)
 			t.declineSnapshot(b.ID, op, err)
 			return nil
 		}
@@ -321,6 +368,16 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 			}
 			os.Operator = h
 			snap.Operators[p.opID] = os
+		}
+		if firstErr == nil && chs != nil {
+			h, ok, err := t.writeChannelState(t.runCtx, chs)
+			switch {
+			case err != nil:
+				firstErr = err
+			case !ok:
+				return // aborted: the task or the coordinator knows
+			}
+			snap.Channels = h
 		}
 		if firstErr != nil {
 			if t.runCtx.Err() != nil {

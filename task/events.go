@@ -17,6 +17,7 @@ const (
 	evEndOfData
 	evWatermark
 	evWatermarkStatus
+	evAnnouncement
 )
 
 type event struct {
@@ -49,6 +50,10 @@ func decodeEvent(p []byte) (event, error) {
 			st = eventtime.Idle
 		}
 		return event{kind: evWatermarkStatus, status: st}, nil
+	case wire.EventAnnouncement:
+		if e.Announced.Kind == wire.EventBarrier {
+			return event{kind: evAnnouncement, barrier: e.Announced.Barrier}, nil
+		}
 	}
 	return event{}, fmt.Errorf("unexpected %s event", e.Kind)
 }

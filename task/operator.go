@@ -46,7 +46,9 @@ type OperatorContext struct {
 	TaskName string
 	Logger   *zap.Logger // the task's
 	// ExactlyOnce reports that the task takes exactly-once checkpoints.
-	ExactlyOnce    bool
+	ExactlyOnce bool
+	// Checkpointing reports that the task takes checkpoints.
+	Checkpointing  bool
 	Subtask        int
 	Parallelism    int
 	MaxParallelism int

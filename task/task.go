@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network"
+	"github.com/weirstream/weir/network/debloat"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/state/heap"
 )
@@ -83,6 +84,12 @@ type Config struct {
 
 	// Checkpointing, nil when off.
 	Checkpoint *CheckpointConfig
+
+	// Debloat turns buffer debloating on for the task's input gate (nil:
+	// off): its channels' producers cut their buffers so that the data in
+	// flight drains in the target time. MaxSize defaults to the segment
+	// size.
+	Debloat *debloat.Config
 }
 
 // Metrics are a task's counters, valid once Run returned.
@@ -115,7 +122,10 @@ type Task struct {
 	valve      *eventtime.Valve // combines the input channels' watermarks (tasks with a gate)
 	out        outputTime       // watermark and status forwarded to the outputs
 	proc       procTimers       // processing-time callbacks requested by operators
+	ckptNext   int64            // the checkpointer's next timer (unix ms), noTime if none
+	debloat    *debloating      // nil: off
 	inputEnded bool
+	fin        finalState
 	ckpt       *checkpointer
 	asyncWG    sync.WaitGroup
 	states     []opState
@@ -164,6 +174,7 @@ func New(cfg Config) (*Task, error) {
 	t.out = outputTime{watermark: eventtime.MinWatermark}
 	t.proc = newProcTimers(len(cfg.Operators))
 	t.initLive()
+	t.ckptNext = noTime
 	if cfg.Gate != nil {
 		v, err := eventtime.NewValve(cfg.Gate.NumChannels())
 		if err != nil {
@@ -174,6 +185,13 @@ func New(cfg Config) (*Task, error) {
 		for i := range t.deser {
 			t.deser[i] = network.NewDeserializer(cfg.Gate.Channel(i).Name(), cfg.MaxRecordSize)
 		}
+	}
+	if cfg.Debloat != nil && cfg.Gate != nil {
+		d, err := debloat.New(*cfg.Debloat)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", cfg.Name, err)
+		}
+		t.debloat = &debloating{d: d, every: cfg.Debloat.WithDefaults().Period}
 	}
 	if cfg.Checkpoint != nil {
 		c, err := newCheckpointer(t, cfg.Checkpoint)
@@ -347,6 +365,9 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		switch {
 		case err == nil:
 			t.setState(Finished)
+			if t.ckpt != nil {
+				t.ckpt.cfg.Responder.Finished(t.cfg.Key)
+			}
 		case ctx.Err() != nil && errors.Is(err, context.Canceled):
 			t.setState(Canceled)
 		default:
@@ -355,6 +376,9 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	}()
 	for _, p := range t.cfg.Outputs {
 		p.SetContext(ctx)
+	}
+	if t.restoredFinished() {
+		return t.runFinished(ctx)
 	}
 	if err := t.open(); err != nil {
 		return err
@@ -365,10 +389,14 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			return &Error{Task: t.cfg.Name, Err: err}
 		}
 	}
+	if err := t.restoreChannelState(); err != nil {
+		return err
+	}
 	t.timer = time.NewTimer(time.Hour)
 	t.timer.Stop()
 	defer t.timer.Stop()
 	t.armFlush()
+	t.startDebloating(time.Now())
 	if t.ckpt != nil {
 		// Open and restored: checkpoints may start.
 		t.ckpt.cfg.Responder.Running(t.cfg.Key)
@@ -381,7 +409,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	return t.finish()
+	return t.finish(ctx)
 }
 
 func (t *Task) open() error {
@@ -393,7 +421,7 @@ func (t *Task) open() error {
 		oc := &OperatorContext{TaskName: t.cfg.Name, Subtask: t.cfg.Key.Subtask, Parallelism: t.cfg.Parallelism,
 			MaxParallelism: t.cfg.MaxParallelism, KeyGroups: rng,
 			Keyed: t.states[i].keyed, OperatorState: t.states[i].operator, t: t, index: i,
-			Logger: t.log, ExactlyOnce: t.ckpt != nil && t.ckpt.cfg.Mode == barrier.ExactlyOnce}
+			Logger: t.log, ExactlyOnce: t.ckpt != nil && t.ckpt.cfg.Mode == barrier.ExactlyOnce, Checkpointing: t.ckpt != nil}
 		if r := t.cfg.Restore; r != nil {
 			oc.Restored, oc.RestoredID = true, r.ID
 		}
@@ -404,12 +432,24 @@ func (t *Task) open() error {
 	return nil
 }
 
-// finish ends a task whose input ended: operators flush, outputs get end of
-// partition.
-func (t *Task) finish() error {
+// finish ends a task whose input ended: a trigger that waited for the end
+// of the input is taken, operators flush, the task waits for a final
+// checkpoint if an operator wants one, outputs get end of partition.
+func (t *Task) finish(ctx context.Context) error {
+	if b := t.fin.deferred; b != nil {
+		t.fin.deferred = nil
+		if err := t.performCheckpoint(*b, 0); err != nil {
+			return err
+		}
+	}
 	for _, op := range t.cfg.Operators {
 		if err := op.Finish(); err != nil {
 			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("finish: %w", err)}
+		}
+	}
+	if t.needsFinalCheckpoint() {
+		if err := t.awaitFinalCheckpoint(ctx); err != nil {
+			return err
 		}
 	}
 	eop := endOfPartitionPayload()
@@ -499,6 +539,11 @@ func (t *Task) flushOutputs() {
 // or ctx is done, and counts the time as idle (or back-pressured when
 // waiting for output buffers).
 func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure bool) error {
+	return t.waitEither(ctx, ready, nil, backPressure)
+}
+
+// waitEither is wait for either of two channels (one may be nil).
+func (t *Task) waitEither(ctx context.Context, ready, ready2 <-chan struct{}, backPressure bool) error {
 	start := time.Now()
 	t.publish(start, waitKindOf(backPressure))
 	var timerC <-chan time.Time
@@ -509,6 +554,7 @@ func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure boo
 	var err error
 	select {
 	case <-ready:
+	case <-ready2:
 	case <-t.mail.signal:
 		err = t.runMails()
 	case <-timerC:
@@ -539,8 +585,8 @@ func (t *Task) wait(ctx context.Context, ready <-chan struct{}, backPressure boo
 // flush deadline and the next processing-time callback (zero: none).
 func (t *Task) nextDeadline() time.Time {
 	d := t.flushDeadline
-	if t.proc.next != noTime {
-		p := time.UnixMilli(t.proc.next)
+	if next := min(t.proc.next, t.ckptNext); next != noTime {
+		p := time.UnixMilli(next)
 		if d.IsZero() || p.Before(d) {
 			d = p
 		}
@@ -554,7 +600,15 @@ func (t *Task) tick(now time.Time) error {
 	t.maybeFlush(now)
 	t.maybePublish(now)
 	if t.proc.next != noTime && now.UnixMilli() >= t.proc.next {
-		return t.fireProcessingTime(now.UnixMilli())
+		if err := t.fireProcessingTime(now.UnixMilli()); err != nil {
+			return err
+		}
+	}
+	if t.debloat != nil && !now.Before(t.debloat.next) {
+		t.sampleDebloat(now)
+	}
+	if t.ckptNext != noTime && now.UnixMilli() >= t.ckptNext {
+		return t.ckpt.fireTimers(now.UnixMilli())
 	}
 	return nil
 }
@@ -631,6 +685,12 @@ func (t *Task) runInput(ctx context.Context) error {
 		if err := t.runMails(); err != nil {
 			return err
 		}
+		if t.overdrawn() {
+			if err := t.waitForOutputs(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		ch, b, err := gate.PollNext()
 		if err != nil {
 			return t.wrapErr(err)
@@ -669,6 +729,14 @@ func (t *Task) runInput(ctx context.Context) error {
 				t.metrics.RecordsIn += n
 				return t.wrapErr(err)
 			}
+			if n&63 == 0 && (gate.PriorityPending() || t.ckptNext != noTime) {
+				// A long buffer (a slow operator) does not hold up an
+				// unaligned barrier or an alignment timeout.
+				if err := t.midBuffer(); err != nil {
+					t.metrics.RecordsIn += n
+					return err
+				}
+			}
 		}
 		t.metrics.RecordsIn += n
 		t.cfg.Current.Set(nil)
@@ -692,7 +760,14 @@ func (t *Task) handleEvent(ch int, b *buffer.Buffer) error {
 		}
 		t.finishedCh++
 		if t.ckpt != nil {
+			// The channel's in-flight data ends here.
+			for id := range t.ckpt.states {
+				t.ckpt.channel(barrier.ChannelIndex(ch)).StopPersisting(id)
+			}
 			t.ckpt.handler.ProcessEndOfPartition(barrier.ChannelIndex(ch))
+			if err := t.ckpt.err(); err != nil {
+				return err
+			}
 		}
 		t.cfg.Gate.Channel(ch).Release()
 		if t.finishedCh == t.cfg.Gate.NumChannels() {
@@ -705,7 +780,14 @@ func (t *Task) handleEvent(ch int, b *buffer.Buffer) error {
 			t.cfg.Gate.Resume(ch)
 			return nil
 		}
+		if b.Type() == buffer.PriorityEvent {
+			return t.ckpt.onPriorityBarrier(ch, ev.barrier)
+		}
 		return t.ckpt.onBarrier(ch, ev.barrier)
+	case evAnnouncement:
+		if t.ckpt != nil {
+			return t.ckpt.onAnnouncement(ch, ev.barrier)
+		}
 	case evCancel:
 		if t.ckpt != nil {
 			t.ckpt.handler.ProcessCancel(barrier.ChannelIndex(ch), ev.cancelID)

@@ -81,6 +81,10 @@ func (a *acks) Acknowledge(_ state.TaskKey, id barrier.CheckpointID, _ state.Tas
 	a.mu.Unlock()
 }
 
+func (a *acks) Finishing(state.TaskKey) {}
+
+func (a *acks) Finished(state.TaskKey) {}
+
 func (a *acks) Decline(_ state.TaskKey, _ barrier.CheckpointID, reason error) {
 	a.mu.Lock()
 	a.declined = append(a.declined, reason)

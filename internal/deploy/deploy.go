@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/network"
+	"github.com/weirstream/weir/network/debloat"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/state/heap"
 	"github.com/weirstream/weir/task"
@@ -35,6 +36,13 @@ type Config struct {
 	// Harness, if set, probes every operator subtask (test harnesses
 	// only; see Harness).
 	Harness Harness
+	// Debloat turns buffer debloating on (nil: off); MaxSize defaults to
+	// the segment size.
+	Debloat *debloat.Config
+	// ForceUnaligned: unaligned checkpoints take pointwise (forward) and
+	// broadcast exchanges unaligned too; without it their barriers stay in
+	// band, as in Flink.
+	ForceUnaligned bool
 }
 
 // keyedBackend returns the backend factory: c.NewKeyedBackend or the heap
@@ -104,6 +112,11 @@ func Deploy(g *graph.JobGraph, cfg Config, pool *buffer.GlobalPool, ck *task.Che
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if restore != nil {
+		if err := restore.Check(g); err != nil {
+			return nil, err
+		}
+	}
 	b := &builder{g: g, cfg: &cfg, pool: pool, ck: ck, restore: restore, pl: pl,
 		d: &Deployment{}, parts: map[partitionKey]*network.ResultPartition{}}
 	if pl.Net != nil {
@@ -154,12 +167,14 @@ func (b *builder) partitions(v *graph.Vertex, i int) error {
 		if err != nil {
 			return fmt.Errorf("weir: deploying %s: %w", v.TaskName(i), err)
 		}
+		lp.SetOverdraft(network.DefaultOverdraftBuffers)
 		name := fmt.Sprintf("%s -> %s", v.TaskName(i), out.To.Name)
 		p, err := network.NewResultPartition(b.pl.PartitionID(b.g, out, i), name, nsub, lp)
 		if err != nil {
 			lp.Close()
 			return err
 		}
+		p.SetAlignedBarriers(!b.cfg.ForceUnaligned && (out.Partitioning == network.Forward || out.Partitioning == network.Broadcast))
 		b.parts[partitionKey{out, i}] = p
 		b.d.parts = append(b.d.parts, p)
 		if b.pl.overTCP(b.g, out) {
@@ -274,6 +289,13 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		}
 		cfg.Gate = network.NewInputGate(tname, chans)
 		cfg.Input = v.Nodes[0].Decoder(nextIn)
+		if d := b.cfg.Debloat; d != nil {
+			dc := *d
+			if dc.MaxSize == 0 {
+				dc.MaxSize = b.pool.SegmentSize()
+			}
+			cfg.Debloat = &dc
+		}
 	}
 	if b.ck != nil {
 		cfg.Checkpoint = b.ck

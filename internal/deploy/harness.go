@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"net"
 
 	"github.com/weirstream/weir/barrier"
@@ -130,71 +131,52 @@ func (o *probedOp) NotifyCheckpointComplete(id barrier.CheckpointID) error {
 	return o.Operator.NotifyCheckpointComplete(id)
 }
 
-// The optional interfaces the task looks for on its operators; a probed
-// operator keeps those its operator implements. A new optional interface
-// of task.Operator must be added here (TestProbedOperatorKeepsInterfaces).
-type (
-	eventTimePart      struct{ op task.EventTimeOperator }
-	processingTimePart struct{ op task.ProcessingTimeOperator }
-	lateCounterPart    struct{ op task.LateCounter }
-)
-
-func (p eventTimePart) ProcessWatermark(wm int64) (bool, error) { return p.op.ProcessWatermark(wm) }
-func (p eventTimePart) ProcessWatermarkStatus(s eventtime.Status) (bool, error) {
-	return p.op.ProcessWatermarkStatus(s)
+// The optional interfaces the task looks for on its operators: a probed
+// operator implements them all and behaves as the task does for an
+// operator without one (a watermark passes on, no final checkpoint), except
+// LateCounter, whose presence the task reports, so only probedLateOp has
+// it. A new optional interface of task.Operator must be added here
+// (TestProbedOperatorKeepsInterfaces).
+func (o *probedOp) ProcessWatermark(wm int64) (bool, error) {
+	if et, ok := o.Operator.(task.EventTimeOperator); ok {
+		return et.ProcessWatermark(wm)
+	}
+	return true, nil
 }
-func (p processingTimePart) OnProcessingTime(now int64) error { return p.op.OnProcessingTime(now) }
-func (p lateCounterPart) LateRecordsDropped() int64           { return p.op.LateRecordsDropped() }
+
+func (o *probedOp) ProcessWatermarkStatus(s eventtime.Status) (bool, error) {
+	if et, ok := o.Operator.(task.EventTimeOperator); ok {
+		return et.ProcessWatermarkStatus(s)
+	}
+	return true, nil
+}
+
+func (o *probedOp) OnProcessingTime(now int64) error {
+	if pt, ok := o.Operator.(task.ProcessingTimeOperator); ok {
+		return pt.OnProcessingTime(now)
+	}
+	return fmt.Errorf("requested processing time but has no OnProcessingTime")
+}
+
+func (o *probedOp) NeedsFinalCheckpoint() bool {
+	f, ok := o.Operator.(task.FinalCheckpointOperator)
+	return ok && f.NeedsFinalCheckpoint()
+}
+
+// probedLateOp is a probed operator that counts late records.
+type probedLateOp struct {
+	*probedOp
+	lc task.LateCounter
+}
+
+func (o probedLateOp) LateRecordsDropped() int64 { return o.lc.LateRecordsDropped() }
 
 // probeOperator wraps op so that p is called before its checkpoint hooks,
 // keeping the optional interfaces op implements.
 func probeOperator(op task.Operator, p Probe) task.Operator {
 	w := &probedOp{Operator: op, p: p}
-	et, isET := op.(task.EventTimeOperator)
-	pt, isPT := op.(task.ProcessingTimeOperator)
-	lc, isLC := op.(task.LateCounter)
-	e, q, l := eventTimePart{et}, processingTimePart{pt}, lateCounterPart{lc}
-	switch {
-	case isET && isPT && isLC:
-		return struct {
-			*probedOp
-			eventTimePart
-			processingTimePart
-			lateCounterPart
-		}{w, e, q, l}
-	case isET && isPT:
-		return struct {
-			*probedOp
-			eventTimePart
-			processingTimePart
-		}{w, e, q}
-	case isET && isLC:
-		return struct {
-			*probedOp
-			eventTimePart
-			lateCounterPart
-		}{w, e, l}
-	case isPT && isLC:
-		return struct {
-			*probedOp
-			processingTimePart
-			lateCounterPart
-		}{w, q, l}
-	case isET:
-		return struct {
-			*probedOp
-			eventTimePart
-		}{w, e}
-	case isPT:
-		return struct {
-			*probedOp
-			processingTimePart
-		}{w, q}
-	case isLC:
-		return struct {
-			*probedOp
-			lateCounterPart
-		}{w, l}
+	if lc, ok := op.(task.LateCounter); ok {
+		return probedLateOp{w, lc}
 	}
 	return w
 }

@@ -245,6 +245,25 @@ func (g *JobGraph) EdgeName(e *Edge) (from, to string) {
 	return g.byNode[e.From].ID, g.byNode[e.To].ID
 }
 
+// Upstream returns the upstream tasks of every task that has an input:
+// the producer subtasks its input channels read.
+func (g *JobGraph) Upstream() map[state.TaskKey][]state.TaskKey {
+	up := map[state.TaskKey][]state.TaskKey{}
+	for _, v := range g.Vertices {
+		if v.Input == nil {
+			continue
+		}
+		prod := g.VertexOf(v.Input.From)
+		for i := range v.Parallelism {
+			ps, _ := g.Producers(v.Input, i)
+			for _, j := range ps {
+				up[v.TaskKey(i)] = append(up[v.TaskKey(i)], prod.TaskKey(j))
+			}
+		}
+	}
+	return up
+}
+
 // TaskKeys lists every task of the graph, the sources apart.
 func (g *JobGraph) TaskKeys() (sources, all []state.TaskKey) {
 	for _, v := range g.Vertices {

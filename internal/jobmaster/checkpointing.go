@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -24,14 +25,19 @@ type checkpointing struct {
 	coord   *coordinator.CheckpointCoordinator
 	storage state.Storage
 	mode    barrier.Mode
-	from    *deploy.RestorePoint // the job's starting point (CheckpointSpec.RestoreFrom), or nil
+	// alignment and alignTimeout: how exactly-once checkpoints align at
+	// the tasks' inputs.
+	alignment    barrier.Alignment
+	alignTimeout time.Duration
+	from         *deploy.RestorePoint // the job's starting point (CheckpointSpec.RestoreFrom), or nil
 
 	mu            sync.Mutex
 	cancelAttempt context.CancelCauseFunc // of the running attempt
 }
 
 func (ck *checkpointing) taskConfig() *task.CheckpointConfig {
-	return &task.CheckpointConfig{Mode: ck.mode, Storage: ck.storage, Responder: responder{ck.coord}}
+	return &task.CheckpointConfig{Mode: ck.mode, Alignment: ck.alignment, AlignmentTimeout: ck.alignTimeout,
+		Storage: ck.storage, Responder: responder{ck.coord}}
 }
 
 // responder adapts the coordinator to task.CheckpointResponder.
@@ -44,6 +50,10 @@ func (r responder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap st
 }
 
 func (r responder) Running(k state.TaskKey) { r.c.TaskRunning(k) }
+
+func (r responder) Finishing(k state.TaskKey) { r.c.TaskFinishing(k) }
+
+func (r responder) Finished(k state.TaskKey) { r.c.TaskFinished(k) }
 
 func (r responder) Decline(k state.TaskKey, id barrier.CheckpointID, reason error) {
 	r.c.Decline(k, id, reason)
@@ -85,6 +95,12 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 		}
 	}()
 	ck := &checkpointing{storage: storage, mode: cc.Coordinator.Mode}
+	if cc.Coordinator.Unaligned {
+		ck.alignment = barrier.Unaligned
+		if cc.Coordinator.AlignedTimeout > 0 {
+			ck.alignment, ck.alignTimeout = barrier.AlignedWithTimeout, cc.Coordinator.AlignedTimeout
+		}
+	}
 	var claim bool
 	if cc.RestoreFrom != "" {
 		rp, c, err := openRestorePoint(cc.RestoreFrom, storage, log)

@@ -112,7 +112,12 @@ func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
 		a.reported(id, m.Metrics)
 	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n && m.TaskStatus.State == cluster.Running:
 		j.ck.coord.TaskRunning(m.TaskStatus.Task)
+	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n && m.TaskStatus.State == cluster.Finishing:
+		j.ck.coord.TaskFinishing(m.TaskStatus.Task)
 	case m.TaskStatus != nil && m.TaskStatus.Attempt == a.n:
+		if m.TaskStatus.State == cluster.Finished {
+			j.ck.coord.TaskFinished(m.TaskStatus.Task)
+		}
 		a.taskEnded(m.TaskStatus)
 	case m.Ack != nil && m.Ack.Attempt == a.n:
 		r := m.Ack
@@ -153,7 +158,8 @@ func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.Re
 		owner: make(map[state.TaskKey]string, len(all)), ended: map[state.TaskKey]error{}, stats: map[state.TaskKey]task.Metrics{},
 		live: map[state.TaskKey]task.LiveMetrics{},
 		lost: map[string]error{}, commits: map[string]string{}, notify: make(chan struct{}, 1), outbox: newSerialQueue()}
-	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, Mode: j.mode}
+	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, Mode: j.mode,
+		Alignment: j.ck.alignment, AlignmentTimeoutMillis: j.ck.alignTimeout.Milliseconds()}
 	for _, k := range all {
 		// Subtask i of every vertex goes to the same worker: forward
 		// exchanges stay in one process.

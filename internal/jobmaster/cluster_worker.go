@@ -301,7 +301,8 @@ func (w *worker) deployment(d *cluster.Deploy, pl *deploy.Placement) (*deploy.De
 		}
 		rp = &deploy.RestorePoint{Meta: m, Reader: reader}
 	}
-	tc := &task.CheckpointConfig{Mode: d.Mode, Storage: storage, Responder: &workerResponder{w: w, n: d.Attempt}}
+	tc := &task.CheckpointConfig{Mode: d.Mode, Alignment: d.Alignment, AlignmentTimeout: time.Duration(d.AlignmentTimeoutMillis) * time.Millisecond,
+		Storage: storage, Responder: &workerResponder{w: w, n: d.Attempt}}
 	return deploy.Deploy(w.spec.Graph, w.spec.Deploy, w.pool, tc, rp, pl)
 }
 
@@ -315,6 +316,14 @@ type workerResponder struct {
 func (r *workerResponder) Running(k state.TaskKey) {
 	r.w.send(context.Background(), cluster.WorkerMessage{TaskStatus: &cluster.TaskStatus{Attempt: r.n, Task: k, State: cluster.Running}})
 }
+
+func (r *workerResponder) Finishing(k state.TaskKey) {
+	r.w.send(context.Background(), cluster.WorkerMessage{TaskStatus: &cluster.TaskStatus{Attempt: r.n, Task: k, State: cluster.Finishing}})
+}
+
+// Finished implements task.CheckpointResponder: the TaskStatus the worker
+// sends when the task returned (after its acknowledgements) says it.
+func (r *workerResponder) Finished(state.TaskKey) {}
 
 func (r *workerResponder) Acknowledge(k state.TaskKey, id barrier.CheckpointID, snap state.TaskSnapshot, m task.CheckpointMetrics) {
 	r.w.send(context.Background(), cluster.WorkerMessage{Ack: &cluster.Ack{Attempt: r.n, Task: k, ID: id,

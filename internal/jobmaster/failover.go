@@ -53,6 +53,8 @@ type failover struct {
 	restart coordinator.RestartStrategy
 	log     *zap.Logger
 	status  *jobStatus // nil: not tracked
+	// upstream is the job's topology for the coordinator (nil: unknown).
+	upstream map[state.TaskKey][]state.TaskKey
 }
 
 // run runs the job to its end. The coordinator runs for as long; it is
@@ -134,17 +136,17 @@ func (f *failover) runAttempt(ctx context.Context, a attempt) error {
 	f.ck.cancelAttempt = acancel
 	f.ck.mu.Unlock()
 	sources, all := a.taskKeys()
-	if err := coord.Attach(sources, all, a.gateway()); err != nil {
+	if err := coord.Attach(sources, all, a.gateway(), coordinator.WithUpstream(f.upstream)); err != nil {
 		return fmt.Errorf("weir: %w", err)
 	}
 	var once sync.Once
 	err := a.run(actx, func(err error) {
+		if err == nil {
+			// A task finished; it told the coordinator, which goes on
+			// checkpointing the others (FLIP-147).
+			return
+		}
 		once.Do(func() {
-			if err == nil {
-				// A bounded job is ending: no further checkpoint can
-				// complete.
-				err = errors.New("weir: job finishing")
-			}
 			// A failing attempt takes no more checkpoints while its
 			// tasks stop (Flink suspends the scheduler on failover).
 			coord.Detach(err)

@@ -159,5 +159,5 @@ func newFailover(spec *Spec, ck *checkpointing, status *jobStatus, start startAt
 	if restart == nil {
 		restart = DefaultRestartStrategy()
 	}
-	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger, status: status}
+	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger, status: status, upstream: spec.Graph.Upstream()}
 }
