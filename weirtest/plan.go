@@ -101,7 +101,7 @@ type Fault struct {
 }
 
 // slowRecords is how many records a SlowConsumer fault slows.
-const slowRecords = 200
+const slowRecords = 100
 
 func (f Fault) String() string {
 	switch {
@@ -186,7 +186,7 @@ func planFaults(seed uint64, kinds Kinds, max int, tcp bool, p profile) []Fault 
 			s, _ := pick(func(s subtaskProfile) bool { return withRecords(s) && (f.Kind == TaskFailure || s.Kind != sourceOp) })
 			f.Operator, f.Subtask, f.At = s.Operator, s.Subtask, 1+rng.Int64N(s.Records)
 			if f.Kind == SlowConsumer {
-				f.Delay = time.Duration(50+rng.IntN(450)) * time.Microsecond
+				f.Delay = time.Duration(50+rng.IntN(250)) * time.Microsecond
 			}
 		case SnapshotFailure:
 			s, _ := pick(func(subtaskProfile) bool { return true })
