@@ -1,0 +1,52 @@
+//go:build soak
+
+package weirtest_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/weirtest"
+)
+
+// soakJob is five stages, none chained, so every exchange is a real one
+// (a TCP connection with TCP): a source, a map, a keyed running sum, a
+// filter, a map into a two-phase-commit sink, and a Collect of the sums.
+func soakJob(r *weirtest.R) {
+	env := r.Env(weir.WithParallelism(2), weir.WithChaining(false), weir.WithBufferTimeout(time.Millisecond))
+	src := weir.FromGenerator(env, 20_000, func(i int64) int64 { return i }).WithCodec(codec.Int64()).UID("numbers")
+	pairs := weir.Map(src, func(i int64) [2]int64 { return [2]int64{i % 16, i} }).WithCodec(pairCodec).UID("pairs")
+	sums := weir.Reduce(weir.KeyBy(pairs, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
+		func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).UID("sums")
+	odd := weir.Filter(sums, func(v [2]int64) bool { return v[1]%3 != 0 }).UID("filter")
+	values := weir.Map(odd, func(v [2]int64) int64 { return v[1] }).WithCodec(codec.Int64()).UID("values")
+	st := newStore()
+	weirtest.TwoPhaseCommitSink(r, values, codec.Int64(), func(int, int) (weir.TwoPhaseCommitter[int64, int64], error) {
+		return committer{s: st}, nil
+	}, nil).UID("store")
+	weirtest.Collect(r, sums, func(v [2]int64) string { return strconv.FormatInt(v[0], 10) }).UID("collect")
+}
+
+// TestSoak runs -weirtest.runs seeds (make soak: 1,000) of soakJob in
+// each of four configurations and reports the totals.
+func TestSoak(t *testing.T) {
+	for _, c := range []struct {
+		tcp, unaligned bool
+	}{{false, false}, {false, true}, {true, false}, {true, true}} {
+		name := fmt.Sprintf("tcp=%v/unaligned=%v", c.tcp, c.unaligned)
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			rep := weirtest.Run(t, weirtest.Config{Seeds: 1000, TCP: c.tcp, Unaligned: c.unaligned, RunTimeout: 5 * time.Minute}, soakJob)
+			var faults, fired, restarts, ckpts int
+			for _, s := range rep.Seeds {
+				faults, fired, restarts, ckpts = faults+len(s.Faults), fired+s.Fired, restarts+s.Restarts, ckpts+s.Checkpoints
+			}
+			fmt.Printf("soak %s: %d seeds passed in %v: %d faults planned, %d fired, %d restarts, %d checkpoints\n",
+				name, len(rep.Seeds), time.Since(start).Round(time.Second), faults, fired, restarts, ckpts)
+		})
+	}
+}
