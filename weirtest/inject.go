@@ -2,7 +2,6 @@ package weirtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -376,11 +375,6 @@ func (c *faultConn) Write(b []byte) (int, error) {
 	}
 	return n, err
 }
-
-// errInjected tells injected errors apart.
-var errInjected = errors.New("weirtest: injected")
-
-func (e *InjectedError) Is(target error) bool { return target == errInjected }
 
 var _ weir.TestHarness = (*injector)(nil)
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 
@@ -179,9 +178,4 @@ func (c *recordingCommitter[T, Txn]) Abort(txn Txn) error {
 	delete(c.rec.mu.open, k)
 	c.rec.mu.Unlock()
 	return nil
-}
-
-// sortRecords orders records by value, for outputs without order.
-func sortRecords(rs []Record) {
-	sort.Slice(rs, func(i, j int) bool { return rs[i].Value < rs[j].Value })
 }
