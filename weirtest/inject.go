@@ -55,7 +55,7 @@ type injector struct {
 	// byOp indexes the operator faults by subtask (read-only).
 	byOp map[subtaskKey][]int
 
-	tcpBytes atomic.Int64
+	tcpBytes                      atomic.Int64
 	creates, writes, syncs, opens atomic.Int64
 
 	mu struct {

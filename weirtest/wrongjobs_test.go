@@ -115,7 +115,9 @@ func storeJob(n int64, leaky bool) func(r *weirtest.R) {
 		s := newStore()
 		src := weir.FromGenerator(env, n, func(i int64) int64 { return i }).WithCodec(codec.Int64())
 		weir.TwoPhaseCommitSink(weir.Map(src, func(v int64) int64 { return v }).WithCodec(codec.Int64()), codec.Int64(),
-			func(int, int) (weir.TwoPhaseCommitter[int64, int64], error) { return committer{s: s, leaky: leaky}, nil })
+			func(int, int) (weir.TwoPhaseCommitter[int64, int64], error) {
+				return committer{s: s, leaky: leaky}, nil
+			})
 		r.Output("store", s.records)
 	}
 }
