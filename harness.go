@@ -43,6 +43,10 @@ type OperatorInfo struct {
 	Subtask, Parallelism int
 	// Restored is the checkpoint the attempt restores from (0: none).
 	Restored barrier.CheckpointID
+	// Finished reports a subtask restored as finished: it had finished
+	// when the checkpoint was taken, so it runs nothing (no records, no
+	// polls, no snapshots).
+	Finished bool
 }
 
 // OperatorProbe is called at the fixed points of one operator subtask of a
@@ -79,7 +83,7 @@ type harnessAdapter struct{ h TestHarness }
 
 func (a harnessAdapter) Probe(i deploy.ProbeInfo) deploy.Probe {
 	p := a.h.Operator(OperatorInfo{Attempt: i.Attempt, UID: i.UID, Name: i.Name, Kind: i.Kind,
-		Subtask: i.Subtask, Parallelism: i.Parallelism, Restored: i.Restored})
+		Subtask: i.Subtask, Parallelism: i.Parallelism, Restored: i.Restored, Finished: i.Finished})
 	if p == nil {
 		return nil
 	}

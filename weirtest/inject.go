@@ -51,6 +51,9 @@ type injector struct {
 	ctx    context.Context
 	faults []Fault
 	fired  []atomic.Bool
+	// slowEnd is, per SlowConsumer fault that fired, the record count
+	// at which its slow records end.
+	slowEnd []atomic.Int64
 
 	// byOp indexes the operator faults by subtask (read-only).
 	byOp map[subtaskKey][]int
@@ -79,7 +82,8 @@ type attemptState struct {
 }
 
 func newInjector(ctx context.Context, faults []Fault) *injector {
-	h := &injector{ctx: ctx, faults: faults, fired: make([]atomic.Bool, len(faults)), byOp: map[subtaskKey][]int{}}
+	h := &injector{ctx: ctx, faults: faults, fired: make([]atomic.Bool, len(faults)),
+		slowEnd: make([]atomic.Int64, len(faults)), byOp: map[subtaskKey][]int{}}
 	for i, f := range faults {
 		if f.Kind.operatorKind() {
 			k := subtaskKey{f.Operator, f.Subtask}
@@ -103,7 +107,7 @@ func (h *injector) Operator(info weir.OperatorInfo) weir.OperatorProbe {
 		h.mu.attempt = a
 		h.broadcastLocked()
 	}
-	if info.Kind == sourceOp {
+	if info.Kind == sourceOp && !info.Finished {
 		a.sources++
 	}
 	c := h.mu.counts[k]
@@ -252,10 +256,8 @@ func (p *probe) nextRecordAt() int64 {
 	for _, i := range p.faults {
 		f := p.h.faults[i]
 		if p.h.fired[i].Load() {
-			if f.Kind == SlowConsumer {
-				if end := f.At + slowRecords; p.c.records.Load() < end {
-					next = min(next, p.c.records.Load()+1)
-				}
+			if n := p.c.records.Load(); f.Kind == SlowConsumer && n < p.h.slowEnd[i].Load() {
+				next = min(next, n+1)
 			}
 			continue
 		}
@@ -282,9 +284,17 @@ func (p *probe) recordSlow(n int64) error {
 	for _, i := range p.faults {
 		f := p.h.faults[i]
 		switch {
-		case f.Kind == SlowConsumer && n >= f.At && n < f.At+slowRecords:
-			p.h.fire(i)
-			p.h.sleep(f.Delay)
+		case f.Kind == SlowConsumer && n >= f.At:
+			if !p.h.fired[i].Load() {
+				// The slow records start here, where the fault fires
+				// (later than At if the records at At went to a failed
+				// attempt).
+				p.h.slowEnd[i].Store(n + slowRecords)
+				p.h.fire(i)
+			}
+			if n < p.h.slowEnd[i].Load() {
+				p.h.sleep(f.Delay)
+			}
 		case f.Kind == TaskFailure && n >= f.At && p.h.fire(i):
 			return &InjectedError{f}
 		}

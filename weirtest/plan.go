@@ -106,7 +106,7 @@ const slowRecords = 100
 func (f Fault) String() string {
 	switch {
 	case f.Kind == SlowConsumer:
-		return fmt.Sprintf("%s %s[%d] records %d..%d +%v", f.Kind, f.Operator, f.Subtask, f.At, f.At+slowRecords-1, f.Delay)
+		return fmt.Sprintf("%s %s[%d] %d records from record %d +%v", f.Kind, f.Operator, f.Subtask, slowRecords, f.At, f.Delay)
 	case f.Kind.operatorKind():
 		what := map[FaultKind]string{TaskFailure: "record", SnapshotFailure: "snapshot", CommitFailure: "notification"}[f.Kind]
 		return fmt.Sprintf("%s %s[%d] at %s %d", f.Kind, f.Operator, f.Subtask, what, f.At)

@@ -239,7 +239,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 				}
 			}
 		}
-		p := b.probeFor(n, i, v.Parallelism)
+		p := b.probeFor(v, n, i)
 		if p != nil && n.Source {
 			out = n.ProbeOutput(out, p.Record)
 		}

@@ -48,6 +48,8 @@ type ProbeInfo struct {
 	Kind                 ProbeKind
 	Subtask, Parallelism int
 	Restored             barrier.CheckpointID
+	// Finished: the subtask is restored as finished and runs nothing.
+	Finished bool
 }
 
 // Probe is what the runtime calls at an operator subtask's fixed points
@@ -59,9 +61,10 @@ type Probe interface {
 	Hold(ended bool) (hold bool, wake <-chan struct{})
 }
 
-// probeFor returns the harness's probe for subtask i of node n (nil
+// probeFor returns the harness's probe for subtask i of node n of v (nil
 // without a harness).
-func (b *builder) probeFor(n *graph.Node, i, par int) Probe {
+func (b *builder) probeFor(v *graph.Vertex, n *graph.Node, i int) Probe {
+	par := v.Parallelism
 	h := b.cfg.Harness
 	if h == nil {
 		return nil
@@ -75,6 +78,7 @@ func (b *builder) probeFor(n *graph.Node, i, par int) Probe {
 	}
 	if b.restore != nil {
 		info.Restored = b.restore.Meta.ID
+		info.Finished = b.restore.ForVertex(v.ID).Finished[i]
 	}
 	return h.Probe(info)
 }
