@@ -59,6 +59,7 @@ type injector struct {
 	byOp map[subtaskKey][]int
 
 	tcpBytes                      atomic.Int64
+	commits                       atomic.Int64 // Commits of recorded two-phase-commit sinks
 	creates, writes, syncs, opens atomic.Int64
 
 	mu struct {
@@ -215,6 +216,7 @@ func (h *injector) profile() profile {
 		p.subtasks = append(p.subtasks, *s)
 	}
 	p.tcpBytes = h.tcpBytes.Load()
+	p.commits = h.commits.Load() > 0
 	return p
 }
 
@@ -395,4 +397,16 @@ func describe(fs []Fault) string {
 		s += fmt.Sprintf("\n\t%v", f)
 	}
 	return s
+}
+
+// committed counts a Commit of a recorded two-phase-commit sink and
+// returns the CommitAckFailure fault due, if any.
+func (h *injector) committed() error {
+	n := h.commits.Add(1)
+	for i, f := range h.faults {
+		if f.Kind == CommitAckFailure && n >= f.At && h.fire(i) {
+			return &InjectedError{f}
+		}
+	}
+	return nil
 }

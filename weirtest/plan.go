@@ -46,11 +46,16 @@ const (
 	// ConnReset resets a TCP exchange connection once the job's
 	// connections carried At bytes (WithTCPExchanges only).
 	ConnReset
+	// CommitAckFailure fails a TwoPhaseCommitSink (this package's) right
+	// after its committers' At-th Commit succeeded: the transaction is
+	// visible, but the task fails before it learns so, and the restored
+	// job commits it again (Commit must be idempotent).
+	CommitAckFailure
 	numKinds
 )
 
 var kindNames = [numKinds]string{"task-failure", "snapshot-failure", "commit-failure", "slow-consumer",
-	"write-error", "torn-write", "sync-error", "slow-write", "read-error", "corrupt-read", "conn-reset"}
+	"write-error", "torn-write", "sync-error", "slow-write", "read-error", "corrupt-read", "conn-reset", "commit-ack-failure"}
 
 func (k FaultKind) String() string {
 	if k < numKinds {
@@ -112,6 +117,8 @@ func (f Fault) String() string {
 		return fmt.Sprintf("%s %s[%d] at %s %d", f.Kind, f.Operator, f.Subtask, what, f.At)
 	case f.Kind == ConnReset:
 		return fmt.Sprintf("%s at byte %d", f.Kind, f.At)
+	case f.Kind == CommitAckFailure:
+		return fmt.Sprintf("%s after commit %d", f.Kind, f.At)
 	case f.Kind == SlowWrite:
 		return fmt.Sprintf("%s at state-file write %d +%v", f.Kind, f.At, f.Delay)
 	}
@@ -128,10 +135,12 @@ type subtaskProfile struct {
 }
 
 // profile is what the plan is drawn from: the fault-free run's operator
-// subtasks, in a fixed order, and the TCP volume.
+// subtasks, in a fixed order, its TCP volume and whether it committed
+// through a recorded two-phase-commit sink.
 type profile struct {
 	subtasks []subtaskProfile
 	tcpBytes int64
+	commits  bool
 }
 
 // planFaults draws the faults of seed: between 1 and max of the kinds in
@@ -164,7 +173,7 @@ func planFaults(seed uint64, kinds Kinds, max int, tcp bool, p profile) []Fault 
 	withRecords := func(s subtaskProfile) bool { return s.Records > 0 }
 	var avail []FaultKind
 	for k := range numKinds {
-		if !kinds.Has(k) || (k == ConnReset && (!tcp || p.tcpBytes < 2)) {
+		if !kinds.Has(k) || (k == ConnReset && (!tcp || p.tcpBytes < 2)) || (k == CommitAckFailure && !p.commits) {
 			continue
 		}
 		if k == TaskFailure || k == SlowConsumer {
@@ -203,6 +212,8 @@ func planFaults(seed uint64, kinds Kinds, max int, tcp bool, p profile) []Fault 
 			// from run to run.
 			vol := int64(1) << (bits.Len64(uint64(p.tcpBytes)) - 1)
 			f.At = 1 + rng.Int64N(max64(1, vol/2))
+		case CommitAckFailure:
+			f.At = 1 + rng.Int64N(3)
 		case SlowWrite:
 			f.At = 1 + rng.Int64N(4)
 			f.Delay = time.Duration(1+rng.IntN(30)) * time.Millisecond

@@ -110,7 +110,7 @@ func TwoPhaseCommitSink[T, Txn any](r *R, s *weir.Stream[T], txnCodec codec.Code
 		if err != nil {
 			return nil, err
 		}
-		return &recordingCommitter[T, Txn]{c: c, rec: rec, orderKey: orderKey}, nil
+		return &recordingCommitter[T, Txn]{c: c, rec: rec, orderKey: orderKey, h: r.h}, nil
 	})
 	r.Output(fmt.Sprintf("2pc#%d", len(r.outputs)+1), func() ([]Record, error) {
 		rec.mu.Lock()
@@ -135,6 +135,7 @@ type recordingCommitter[T, Txn any] struct {
 	c        weir.TwoPhaseCommitter[T, Txn]
 	rec      *recorder
 	orderKey func(T) string
+	h        *injector
 }
 
 func txnKey[Txn any](t Txn) string { return fmt.Sprint(t) }
@@ -160,13 +161,13 @@ func (c *recordingCommitter[T, Txn]) Commit(txn Txn) error {
 	}
 	k := txnKey(txn)
 	c.rec.mu.Lock()
-	defer c.rec.mu.Unlock()
 	if !c.rec.mu.committed[k] {
 		c.rec.mu.committed[k] = true
 		c.rec.mu.out = append(c.rec.mu.out, c.rec.mu.open[k]...)
 		delete(c.rec.mu.open, k)
 	}
-	return nil
+	c.rec.mu.Unlock()
+	return c.h.committed()
 }
 
 func (c *recordingCommitter[T, Txn]) Abort(txn Txn) error {

@@ -72,6 +72,9 @@ func (s *store) records() ([]weirtest.Record, error) {
 type committer struct {
 	s     *store
 	leaky bool
+	// twice: Commit is not idempotent (a bug): committing again appends
+	// the transaction's values again.
+	twice bool
 }
 
 func (c committer) Begin() (int64, error) { return c.s.next.Add(1), nil }
@@ -92,6 +95,10 @@ func (committer) PreCommit(int64) error { return nil }
 func (c committer) Commit(txn int64) error {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
+	if c.twice {
+		c.s.mu.committed = append(c.s.mu.committed, c.s.mu.pending[txn]...)
+		return nil
+	}
 	if !c.s.mu.done[txn] {
 		c.s.mu.done[txn] = true
 		c.s.mu.committed = append(c.s.mu.committed, c.s.mu.pending[txn]...)
@@ -110,14 +117,19 @@ func (c committer) Abort(txn int64) error {
 // storeJob writes 0..n-1 through a committer into a store the user's
 // checker reads.
 func storeJob(n int64, leaky bool) func(r *weirtest.R) {
+	return storeJobWith(n, committer{leaky: leaky})
+}
+
+// storeJobWith writes through c, recorded, into a fresh store.
+func storeJobWith(n int64, c committer) func(r *weirtest.R) {
 	return func(r *weirtest.R) {
 		env := r.Env(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond))
 		s := newStore()
 		src := weir.FromGenerator(env, n, func(i int64) int64 { return i }).WithCodec(codec.Int64())
-		weir.TwoPhaseCommitSink(weir.Map(src, func(v int64) int64 { return v }).WithCodec(codec.Int64()), codec.Int64(),
-			func(int, int) (weir.TwoPhaseCommitter[int64, int64], error) {
-				return committer{s: s, leaky: leaky}, nil
-			})
+		c := c
+		c.s = s
+		weirtest.TwoPhaseCommitSink(r, weir.Map(src, func(v int64) int64 { return v }).WithCodec(codec.Int64()), codec.Int64(),
+			func(int, int) (weir.TwoPhaseCommitter[int64, int64], error) { return c, nil }, nil)
 		r.Output("store", s.records)
 	}
 }
@@ -205,4 +217,11 @@ func TestCatchesStateInAGoVariable(t *testing.T) {
 	weirtest.Run(t, weirtest.Config{Seeds: 2, Kinds: failureKinds}, countJob(5000, false))
 	mustCatch(t, weirtest.Config{Seeds: 10, Kinds: failureKinds}, countJob(5000, true),
 		func(v *weirtest.Verdict) bool { return v.Unexpected > 0 || v.Lost > 0 })
+}
+
+// A commit whose acknowledgement is lost is committed again after the
+// restore: a committer that is not idempotent duplicates.
+func TestCatchesNonIdempotentCommit(t *testing.T) {
+	mustCatch(t, weirtest.Config{Seeds: 10, Kinds: weirtest.Of(weirtest.CommitAckFailure)}, storeJobWith(5000, committer{twice: true}),
+		func(v *weirtest.Verdict) bool { return v.Duplicated > 0 })
 }
