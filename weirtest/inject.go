@@ -57,6 +57,9 @@ type injector struct {
 
 	// byOp indexes the operator faults by subtask (read-only).
 	byOp map[subtaskKey][]int
+	// pace is, per source subtask, how many records it emits between two
+	// pauses for a checkpoint (read-only; none: no pauses).
+	pace map[subtaskKey]int64
 
 	tcpBytes                      atomic.Int64
 	commits                       atomic.Int64 // Commits of recorded two-phase-commit sinks
@@ -67,8 +70,10 @@ type injector struct {
 		counts  map[subtaskKey]*counters
 		profile map[subtaskKey]*subtaskProfile
 		attempt *attemptState
-		wake    chan struct{} // closed and replaced when holds may end
-		gaveUp  bool          // released sources with faults unfired
+		// restores counts the attempts that restored a checkpoint.
+		restores int
+		wake     chan struct{} // closed and replaced when holds may end
+		gaveUp   bool          // released sources with faults unfired
 	}
 }
 
@@ -82,13 +87,24 @@ type attemptState struct {
 	atAllEnded  int // completions when the last source ended (-1: not yet)
 }
 
-func newInjector(ctx context.Context, faults []Fault) *injector {
+// newInjector returns the injector of a run under faults; with a profile
+// of the fault-free run and paces > 0, sources pause after each 1/paces
+// of their records until a checkpoint completes.
+func newInjector(ctx context.Context, faults []Fault, base *profile, paces int) *injector {
 	h := &injector{ctx: ctx, faults: faults, fired: make([]atomic.Bool, len(faults)),
 		slowEnd: make([]atomic.Int64, len(faults)), byOp: map[subtaskKey][]int{}}
 	for i, f := range faults {
 		if f.Kind.operatorKind() {
 			k := subtaskKey{f.Operator, f.Subtask}
 			h.byOp[k] = append(h.byOp[k], i)
+		}
+	}
+	if base != nil && paces > 0 {
+		h.pace = map[subtaskKey]int64{}
+		for _, s := range base.subtasks {
+			if s.Kind == sourceOp && s.Records >= int64(paces) {
+				h.pace[subtaskKey{s.Operator, s.Subtask}] = s.Records / int64(paces)
+			}
 		}
 	}
 	h.mu.counts = map[subtaskKey]*counters{}
@@ -106,6 +122,9 @@ func (h *injector) Operator(info weir.OperatorInfo) weir.OperatorProbe {
 	if a == nil || a.n != info.Attempt {
 		a = &attemptState{n: info.Attempt, atAllEnded: -1}
 		h.mu.attempt = a
+		if info.Restored != 0 {
+			h.mu.restores++
+		}
 		h.broadcastLocked()
 	}
 	if info.Kind == sourceOp && !info.Finished {
@@ -117,8 +136,12 @@ func (h *injector) Operator(info weir.OperatorInfo) weir.OperatorProbe {
 		h.mu.counts[k] = c
 		h.mu.profile[k] = &subtaskProfile{Operator: info.UID, Name: info.Name, Kind: info.Kind, Subtask: info.Subtask}
 	}
-	p := &probe{h: h, key: k, attempt: info.Attempt, c: c, faults: h.byOp[k]}
+	p := &probe{h: h, key: k, attempt: info.Attempt, c: c, faults: h.byOp[k], nextPause: never}
 	p.nextRecord = p.nextRecordAt()
+	if every := h.pace[k]; every > 0 {
+		p.pace = every
+		p.nextPause = (c.records.Load()/every + 1) * every
+	}
 	return p
 }
 
@@ -180,6 +203,27 @@ func (h *injector) hold(n int, first bool) (bool, <-chan struct{}) {
 	}
 	if a.atAllEnded >= 0 && a.completions >= a.atAllEnded+drainCheckpoints {
 		h.mu.gaveUp = true
+		return false, nil
+	}
+	return true, h.mu.wake
+}
+
+// pause holds a source that reached its next pause until a checkpoint
+// completes.
+func (p *probe) pause() (bool, <-chan struct{}) {
+	h := p.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := h.mu.attempt
+	if a == nil || a.n != p.attempt {
+		return false, nil
+	}
+	if !p.paused {
+		p.paused, p.pausedAt = true, a.completions
+	}
+	if a.completions > p.pausedAt {
+		p.paused = false
+		p.nextPause = (p.c.records.Load()/p.pace + 1) * p.pace
 		return false, nil
 	}
 	return true, h.mu.wake
@@ -248,6 +292,12 @@ type probe struct {
 	// (math.MaxInt64: none): the per-record path compares only.
 	nextRecord int64
 	ended      bool
+	// A source pauses once its count reaches nextPause, until the attempt
+	// completed a checkpoint after pausedAt completions; then the next
+	// pause is pace records later.
+	pace, nextPause int64
+	paused          bool
+	pausedAt        int
 }
 
 const never = int64(^uint64(0) >> 1)
@@ -330,7 +380,10 @@ func (p *probe) CheckpointComplete(id barrier.CheckpointID) error {
 
 func (p *probe) Hold(ended bool) (bool, <-chan struct{}) {
 	if !ended {
-		return false, nil
+		if p.c.records.Load() < p.nextPause {
+			return false, nil
+		}
+		return p.pause()
 	}
 	first := !p.ended
 	p.ended = true

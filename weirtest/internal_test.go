@@ -27,7 +27,7 @@ func testConfig() *Config {
 // is a harness problem, not a pass.
 func TestFaultThatNeverFiredIsAHarnessError(t *testing.T) {
 	plan := []Fault{{Kind: TaskFailure, Operator: "no-such-operator", At: 1}}
-	res, err := runOnce(t.Context(), testConfig(), 7, plan, numbersJob)
+	res, err := runOnce(t.Context(), testConfig(), 7, plan, nil, numbersJob)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestFaultThatNeverFiredIsAHarnessError(t *testing.T) {
 // A read fault of a run that never restores is not a harness problem.
 func TestConditionalFaultMayNotFire(t *testing.T) {
 	plan := []Fault{{Kind: ReadError, At: 1}}
-	res, err := runOnce(t.Context(), testConfig(), 7, plan, numbersJob)
+	res, err := runOnce(t.Context(), testConfig(), 7, plan, nil, numbersJob)
 	if err != nil || res.harnessErr != nil {
 		t.Fatal(err, res.harnessErr)
 	}
@@ -56,7 +56,7 @@ func TestPlanIsAFunctionOfTheSeed(t *testing.T) {
 	}, tcpBytes: 1 << 20}
 	rev := profile{subtasks: []subtaskProfile{p.subtasks[2], p.subtasks[1], p.subtasks[0]}, tcpBytes: 1<<20 + 5000}
 	for seed := uint64(1); seed < 200; seed++ {
-		a, b := planFaults(seed, AllKinds, 3, true, p), planFaults(seed, AllKinds, 3, true, rev)
+		a, b := planFaults(seed, AllKinds, 1, 3, true, p), planFaults(seed, AllKinds, 1, 3, true, rev)
 		if len(a) == 0 || len(a) != len(b) {
 			t.Fatalf("seed %d: %v vs %v", seed, a, b)
 		}
@@ -103,7 +103,7 @@ func TestVerdict(t *testing.T) {
 func TestRunTimeout(t *testing.T) {
 	cfg := testConfig()
 	cfg.RunTimeout = 200 * time.Millisecond
-	_, err := runOnce(t.Context(), cfg, 1, nil, func(r *R) {
+	_, err := runOnce(t.Context(), cfg, 1, nil, nil, func(r *R) {
 		env := r.Env()
 		src := weir.FromGenerator(env, -1, func(i int64) int64 { return i }).WithCodec(codec.Int64())
 		weir.Discard(src)

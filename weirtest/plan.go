@@ -143,10 +143,10 @@ type profile struct {
 	commits  bool
 }
 
-// planFaults draws the faults of seed: between 1 and max of the kinds in
+// planFaults draws the faults of seed: between lo and hi of the kinds in
 // kinds that the job can have, each aimed by the fault-free run's
 // profile. It is a pure function of its arguments.
-func planFaults(seed uint64, kinds Kinds, max int, tcp bool, p profile) []Fault {
+func planFaults(seed uint64, kinds Kinds, lo, hi int, tcp bool, p profile) []Fault {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	subs := slices.Clone(p.subtasks)
 	slices.SortFunc(subs, func(a, b subtaskProfile) int {
@@ -186,7 +186,7 @@ func planFaults(seed uint64, kinds Kinds, max int, tcp bool, p profile) []Fault 
 	if len(avail) == 0 || len(subs) == 0 {
 		return nil
 	}
-	n := 1 + rng.IntN(max)
+	n := lo + rng.IntN(hi-lo+1)
 	faults := make([]Fault, 0, n)
 	for range n {
 		f := Fault{Kind: avail[rng.IntN(len(avail))]}

@@ -13,7 +13,7 @@ import (
 func TestSums(t *testing.T) {
 	weirtest.Run(t, weirtest.Config{Seeds: 5, TCP: true}, func(r *weirtest.R) {
 		env := r.Env(weir.WithParallelism(2)) // checkpoints, restarts, faults: the harness's
-		src := weir.FromGenerator(env, 100_000, func(i int64) [2]int64 { return [2]int64{i % 10, i} }).
+		src := weir.FromGenerator(env, 20_000, func(i int64) [2]int64 { return [2]int64{i % 10, i} }).
 			WithCodec(pairCodec)
 		sums := weir.Reduce(weir.KeyBy(src, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
 			func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} })

@@ -41,12 +41,13 @@ func TestSoak(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
 			rep := weirtest.Run(t, weirtest.Config{Seeds: 1000, TCP: c.tcp, Unaligned: c.unaligned, RunTimeout: 5 * time.Minute}, soakJob)
-			var faults, fired, restarts, ckpts int
+			var faults, fired, restarts, restored, ckpts int
 			for _, s := range rep.Seeds {
 				faults, fired, restarts, ckpts = faults+len(s.Faults), fired+s.Fired, restarts+s.Restarts, ckpts+s.Checkpoints
+				restored += s.Restored
 			}
-			fmt.Printf("soak %s: %d seeds passed in %v: %d faults planned, %d fired, %d restarts, %d checkpoints\n",
-				name, len(rep.Seeds), time.Since(start).Round(time.Second), faults, fired, restarts, ckpts)
+			fmt.Printf("soak %s: %d seeds passed in %v: %d faults planned, %d fired, %d restarts (%d from a checkpoint), %d checkpoints\n",
+				name, len(rep.Seeds), time.Since(start).Round(time.Second), faults, fired, restarts, restored, ckpts)
 		})
 	}
 }

@@ -38,11 +38,17 @@ type Config struct {
 	Unaligned, TCP bool
 	// Kinds are the fault kinds to draw from (default: all that apply).
 	Kinds Kinds
-	// MaxFaults bounds the faults of one seed (default 3); each seed
-	// draws between 1 and MaxFaults.
-	MaxFaults int
+	// MinFaults and MaxFaults bound the faults of one seed (defaults 1
+	// and 3, at least MinFaults): each seed draws between them.
+	MinFaults, MaxFaults int
 	// CheckpointInterval is the job's checkpoint interval (default 20 ms).
 	CheckpointInterval time.Duration
+	// Paces is how often the sources of a run under faults pause for a
+	// checkpoint: after each 1/Paces of the records they emitted in the
+	// fault-free run, a source emits nothing until a checkpoint completed
+	// (default 4; negative: never). Checkpoints then fall throughout the
+	// input whatever the machine's speed, so most faults restore from one.
+	Paces int
 	// RunTimeout bounds one run (default 2 min): a run that hangs fails
 	// with its seed.
 	RunTimeout time.Duration
@@ -61,8 +67,15 @@ func (c *Config) defaults() {
 	if c.Kinds == 0 {
 		c.Kinds = AllKinds
 	}
+	if c.MinFaults <= 0 {
+		c.MinFaults = 1
+	}
 	if c.MaxFaults <= 0 {
 		c.MaxFaults = 3
+	}
+	c.MaxFaults = max(c.MaxFaults, c.MinFaults)
+	if c.Paces == 0 {
+		c.Paces = 4
 	}
 	if c.CheckpointInterval <= 0 {
 		c.CheckpointInterval = 20 * time.Millisecond
@@ -128,10 +141,13 @@ func (r *R) Env(opts ...weir.Option) *weir.Environment {
 
 // SeedResult is what one run did.
 type SeedResult struct {
-	Seed        uint64
-	Faults      []Fault
-	Fired       int
-	Restarts    int
+	Seed     uint64
+	Faults   []Fault
+	Fired    int
+	Restarts int
+	// Restored counts the restarts that restored a checkpoint (the others
+	// started over).
+	Restored    int
 	Checkpoints int
 	Duration    time.Duration
 	Verdict     *Verdict
@@ -176,8 +192,8 @@ func (r *Report) Failed() *SeedResult {
 func (r *Report) Table() string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "seed\tfaults\tfired\trestarts\tcheckpoints\ttime\tverdict\tplan")
-	var faults, fired, restarts, ckpts int
+	fmt.Fprintln(w, "seed\tfaults\tfired\trestarts\trestored\tcheckpoints\ttime\tverdict\tplan")
+	var faults, fired, restarts, restored, ckpts int
 	for _, s := range r.Seeds {
 		v := "ok"
 		switch {
@@ -194,11 +210,12 @@ func (r *Report) Table() string {
 		for i, f := range s.Faults {
 			kinds[i] = f.Kind.String()
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%v\t%s\t%s\n", s.Seed, len(s.Faults), s.Fired, s.Restarts, s.Checkpoints,
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%v\t%s\t%s\n", s.Seed, len(s.Faults), s.Fired, s.Restarts, s.Restored, s.Checkpoints,
 			s.Duration.Round(time.Millisecond), v, strings.Join(kinds, " "))
 		faults, fired, restarts, ckpts = faults+len(s.Faults), fired+s.Fired, restarts+s.Restarts, ckpts+s.Checkpoints
+		restored += s.Restored
 	}
-	fmt.Fprintf(w, "total %d\t%d\t%d\t%d\t%d\t\t\t\n", len(r.Seeds), faults, fired, restarts, ckpts)
+	fmt.Fprintf(w, "total %d\t%d\t%d\t%d\t%d\t%d\t\t\t\n", len(r.Seeds), faults, fired, restarts, restored, ckpts)
 	w.Flush()
 	return b.String()
 }
@@ -224,7 +241,7 @@ func Run(t testing.TB, cfg Config, job func(r *R)) *Report {
 func Check(ctx context.Context, cfg Config, job func(r *R)) (*Report, error) {
 	cfg.defaults()
 	rep := &Report{}
-	base, err := runOnce(ctx, &cfg, 0, nil, job)
+	base, err := runOnce(ctx, &cfg, 0, nil, nil, job)
 	if err != nil {
 		return rep, fmt.Errorf("weirtest: fault-free run: %w", err)
 	}
@@ -234,11 +251,11 @@ func Check(ctx context.Context, cfg Config, job func(r *R)) (*Report, error) {
 	}
 	for i := range cfg.Seeds {
 		seed := cfg.FirstSeed + uint64(i)
-		plan := planFaults(seed, cfg.Kinds, cfg.MaxFaults, cfg.TCP, base.profile)
-		run, err := runOnce(ctx, &cfg, seed, plan, job)
+		plan := planFaults(seed, cfg.Kinds, cfg.MinFaults, cfg.MaxFaults, cfg.TCP, base.profile)
+		run, err := runOnce(ctx, &cfg, seed, plan, &base.profile, job)
 		s := SeedResult{Seed: seed, Faults: plan, Err: err}
 		if run != nil {
-			s.Fired, s.Restarts, s.Checkpoints, s.Duration = run.fired, run.Restarts, run.Checkpoints, run.Duration
+			s.Fired, s.Restarts, s.Restored, s.Checkpoints, s.Duration = run.fired, run.Restarts, run.restored, run.Checkpoints, run.Duration
 			if err == nil {
 				s.Verdict = compare(cfg.Mode == weir.AtLeastOnce, base.names, base.out, run.out)
 				s.Err = run.harnessErr
@@ -276,6 +293,7 @@ type runResult struct {
 	Restarts    int
 	Checkpoints int
 	fired       int
+	restored    int
 	names       []string
 	out         [][]Record
 	profile     profile
@@ -283,7 +301,7 @@ type runResult struct {
 }
 
 // runOnce builds the job on a fresh environment and runs it under plan.
-func runOnce(ctx context.Context, cfg *Config, seed uint64, plan []Fault, job func(r *R)) (*runResult, error) {
+func runOnce(ctx context.Context, cfg *Config, seed uint64, plan []Fault, base *profile, job func(r *R)) (*runResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.RunTimeout)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "weirtest-")
@@ -291,7 +309,7 @@ func runOnce(ctx context.Context, cfg *Config, seed uint64, plan []Fault, job fu
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	r := &R{cfg: cfg, seed: seed, dir: dir, h: newInjector(ctx, plan)}
+	r := &R{cfg: cfg, seed: seed, dir: dir, h: newInjector(ctx, plan, base, cfg.Paces)}
 	job(r)
 	if r.env == nil {
 		return nil, errors.New("weirtest: the job function did not call R.Env")
@@ -304,6 +322,9 @@ func runOnce(ctx context.Context, cfg *Config, seed uint64, plan []Fault, job fu
 			out.fired++
 		}
 	}
+	r.h.mu.Lock()
+	out.restored = r.h.mu.restores
+	r.h.mu.Unlock()
 	if res != nil {
 		out.Restarts = res.Restarts
 		if res.Checkpoints != nil {
