@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkSeeds1M runs seeds of a 1 M-record job (five stages, a keyed
-// running sum, a Collect checker of its ~0.5 M committed values) and
+// running sum, a Collect checker of its 0.25 M committed values) and
 // reports seeds per minute, the fault-free run excluded.
 func BenchmarkSeeds1M(b *testing.B) {
 	job := pipeline(1_000_000, []weir.Option{weir.WithBufferTimeout(5 * time.Millisecond)},
