@@ -64,6 +64,9 @@ type injector struct {
 	tcpBytes                      atomic.Int64
 	commits                       atomic.Int64 // Commits of recorded two-phase-commit sinks
 	creates, writes, syncs, opens atomic.Int64
+	// firstFiles is the state files created before the first checkpoint's
+	// metadata (0: none written yet).
+	firstFiles atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -261,6 +264,7 @@ func (h *injector) profile() profile {
 	}
 	p.tcpBytes = h.tcpBytes.Load()
 	p.commits = h.commits.Load() > 0
+	p.files = h.firstFiles.Load()
 	return p
 }
 

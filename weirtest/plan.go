@@ -141,6 +141,8 @@ type profile struct {
 	subtasks []subtaskProfile
 	tcpBytes int64
 	commits  bool
+	// files is how many state files the first checkpoint wrote.
+	files int64
 }
 
 // planFaults draws the faults of seed: between lo and hi of the kinds in
@@ -199,7 +201,7 @@ func planFaults(seed uint64, kinds Kinds, lo, hi int, tcp bool, p profile) []Fau
 			}
 		case SnapshotFailure:
 			s, _ := pick(func(subtaskProfile) bool { return true })
-			f.Operator, f.Subtask, f.At = s.Operator, s.Subtask, 1+rng.Int64N(2)
+			f.Operator, f.Subtask, f.At = s.Operator, s.Subtask, 1+rng.Int64N(3)
 		case CommitFailure:
 			s, ok := pick(func(s subtaskProfile) bool { return s.Kind == sinkOp })
 			if !ok {
@@ -215,10 +217,10 @@ func planFaults(seed uint64, kinds Kinds, lo, hi int, tcp bool, p profile) []Fau
 		case CommitAckFailure:
 			f.At = 1 + rng.Int64N(3)
 		case SlowWrite:
-			f.At = 1 + rng.Int64N(4)
+			f.At = 1 + rng.Int64N(3*max64(1, p.files))
 			f.Delay = time.Duration(1+rng.IntN(30)) * time.Millisecond
-		default: // storage faults
-			f.At = 1 + rng.Int64N(4)
+		default: // storage faults: in one of the first three checkpoints
+			f.At = 1 + rng.Int64N(3*max64(1, p.files))
 		}
 		faults = append(faults, f)
 	}

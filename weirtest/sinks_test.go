@@ -3,6 +3,7 @@ package weirtest_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,4 +60,24 @@ func TestTCPAndUnaligned(t *testing.T) {
 // passes.
 func TestAtLeastOnceAllowsDuplicates(t *testing.T) {
 	weirtest.Run(t, weirtest.Config{Seeds: 3, Mode: weir.AtLeastOnce, Kinds: failureKinds}, storeJob(5000, true))
+}
+
+// windowJob sums tumbling event-time windows per key (window contents and
+// timers in keyed state) and collects the results as text.
+func windowJob(n int64) func(r *weirtest.R) {
+	return func(r *weirtest.R) {
+		env := r.Env(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond))
+		src := weir.FromGenerator(env, n, func(i int64) [2]int64 { return [2]int64{i % 10, i} }).WithCodec(pairCodec)
+		stamped := weir.AssignTimestamps(src, weir.MonotonousTimestamps(func(v [2]int64) int64 { return v[1] }))
+		sums := weir.WindowReduce(weir.Window(weir.KeyBy(stamped, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
+			weir.TumblingWindows(100*time.Millisecond)), func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} })
+		text := weir.Map(sums, func(w weir.Windowed[int64, [2]int64]) string {
+			return fmt.Sprintf("%d %v %d", w.Key, w.Window, w.Value[1])
+		}).WithCodec(codec.String())
+		weirtest.Collect(r, text, func(s string) string { k, _, _ := strings.Cut(s, " "); return k })
+	}
+}
+
+func TestWindowJob(t *testing.T) {
+	weirtest.Run(t, weirtest.Config{Seeds: 3}, windowJob(20000))
 }

@@ -5,6 +5,7 @@ package weirtest_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,12 +15,15 @@ import (
 )
 
 // soakJob is five stages, none chained, so every exchange is a real one
-// (a TCP connection with TCP): a source, a map, a keyed running sum, a
-// filter, a map into a two-phase-commit sink, and a Collect of the sums.
+// (a TCP connection with TCP): a source with event timestamps, a map, a
+// keyed running sum, a filter, a map into a two-phase-commit sink; the
+// sums are collected too, and tumbling event-time windows over the map's
+// output are summed and collected.
 func soakJob(r *weirtest.R) {
 	env := r.Env(weir.WithParallelism(2), weir.WithChaining(false), weir.WithBufferTimeout(time.Millisecond))
 	src := weir.FromGenerator(env, 20_000, func(i int64) int64 { return i }).WithCodec(codec.Int64()).UID("numbers")
-	pairs := weir.Map(src, func(i int64) [2]int64 { return [2]int64{i % 16, i} }).WithCodec(pairCodec).UID("pairs")
+	stamped := weir.AssignTimestamps(src, weir.MonotonousTimestamps(func(i int64) int64 { return i })).UID("stamped")
+	pairs := weir.Map(stamped, func(i int64) [2]int64 { return [2]int64{i % 16, i} }).WithCodec(pairCodec).UID("pairs")
 	sums := weir.Reduce(weir.KeyBy(pairs, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
 		func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).UID("sums")
 	odd := weir.Filter(sums, func(v [2]int64) bool { return v[1]%3 != 0 }).UID("filter")
@@ -29,6 +33,12 @@ func soakJob(r *weirtest.R) {
 		return committer{s: st}, nil
 	}, nil).UID("store")
 	weirtest.Collect(r, sums, func(v [2]int64) string { return strconv.FormatInt(v[0], 10) }).UID("collect")
+	windows := weir.WindowReduce(weir.Window(weir.KeyBy(pairs, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
+		weir.TumblingWindows(250*time.Millisecond)), func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).UID("windows")
+	text := weir.Map(windows, func(w weir.Windowed[int64, [2]int64]) string {
+		return fmt.Sprintf("%d %v %d", w.Key, w.Window, w.Value[1])
+	}).WithCodec(codec.String()).UID("text")
+	weirtest.Collect(r, text, func(s string) string { k, _, _ := strings.Cut(s, " "); return k }).UID("collect-windows")
 }
 
 // TestSoak runs -weirtest.runs seeds (make soak: 1,000) of soakJob in

@@ -38,6 +38,7 @@ func (fs *faultFS) due(ctr *atomic.Int64, kinds ...FaultKind) (Fault, bool) {
 
 func (fs *faultFS) Create(name string) (state.File, error) {
 	if !stateFile(name) {
+		fs.h.firstFiles.CompareAndSwap(0, fs.h.creates.Load())
 		return fs.FS.Create(name)
 	}
 	if f, ok := fs.due(&fs.h.creates, WriteError); ok {
