@@ -352,7 +352,13 @@ func runOnce(ctx context.Context, cfg *Config, seed uint64, plan []Fault, base *
 	must, _ := r.h.unfired()
 	switch {
 	case len(must) > 0:
-		out.harnessErr = &HarnessError{Seed: seed, Reason: "faults never fired:" + describe(must)}
+		reason := "faults never fired:" + describe(must)
+		r.h.mu.Lock()
+		if r.h.mu.gaveUp {
+			reason += fmt.Sprintf("\n(the sources were released after %d checkpoints completed with all of them exhausted: what the faults aim at did not happen)", drainCheckpoints)
+		}
+		r.h.mu.Unlock()
+		out.harnessErr = &HarnessError{Seed: seed, Reason: reason}
 	case out.Checkpoints == 0:
 		out.harnessErr = &HarnessError{Seed: seed, Reason: "the run completed no checkpoint"}
 	}
