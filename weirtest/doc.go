@@ -18,7 +18,7 @@
 //     records (back pressure);
 //   - a fault-injecting checkpoint storage (state.FileStorage over an
 //     in-memory file system): failed, torn, unsynced or delayed writes of
-//     state files, and failed or corrupt reads on restore;
+//     state files, and failed, corrupt or delayed reads on restore;
 //   - connection resets on the TCP exchanges (Config.TCP).
 //
 // Counts run over the whole run, restarts included, so the same seed

@@ -43,6 +43,9 @@ const (
 	// file returns (a corrupt file): the restore must detect it. It fires
 	// only on a restore, as ReadError.
 	CorruptRead
+	// SlowRead delays the At-th opening of a checkpoint state file by
+	// Delay. It fires only on a restore, as ReadError.
+	SlowRead
 	// ConnReset resets a TCP exchange connection once the job's
 	// connections carried At bytes (WithTCPExchanges only).
 	ConnReset
@@ -55,7 +58,7 @@ const (
 )
 
 var kindNames = [numKinds]string{"task-failure", "snapshot-failure", "commit-failure", "slow-consumer",
-	"write-error", "torn-write", "sync-error", "slow-write", "read-error", "corrupt-read", "conn-reset", "commit-ack-failure"}
+	"write-error", "torn-write", "sync-error", "slow-write", "read-error", "corrupt-read", "slow-read", "conn-reset", "commit-ack-failure"}
 
 func (k FaultKind) String() string {
 	if k < numKinds {
@@ -84,7 +87,7 @@ func (s Kinds) Has(k FaultKind) bool { return s&(1<<k) != 0 }
 
 // conditional reports whether a fault of kind k fires only if the run
 // happens to do what it fails (a restore that reads state files).
-func (k FaultKind) conditional() bool { return k == ReadError || k == CorruptRead }
+func (k FaultKind) conditional() bool { return k == ReadError || k == CorruptRead || k == SlowRead }
 
 // operatorKind reports whether a fault of kind k targets one operator
 // subtask.
@@ -121,6 +124,8 @@ func (f Fault) String() string {
 		return fmt.Sprintf("%s after commit %d", f.Kind, f.At)
 	case f.Kind == SlowWrite:
 		return fmt.Sprintf("%s at state-file write %d +%v", f.Kind, f.At, f.Delay)
+	case f.Kind == SlowRead:
+		return fmt.Sprintf("%s at state-file open %d +%v", f.Kind, f.At, f.Delay)
 	}
 	return fmt.Sprintf("%s at state-file op %d", f.Kind, f.At)
 }
@@ -216,7 +221,7 @@ func planFaults(seed uint64, kinds Kinds, lo, hi int, tcp bool, p profile) []Fau
 			f.At = 1 + rng.Int64N(max64(1, vol/2))
 		case CommitAckFailure:
 			f.At = 1 + rng.Int64N(3)
-		case SlowWrite:
+		case SlowWrite, SlowRead:
 			f.At = 1 + rng.Int64N(3*max64(1, p.files))
 			f.Delay = time.Duration(1+rng.IntN(30)) * time.Millisecond
 		default: // storage faults: in one of the first three checkpoints

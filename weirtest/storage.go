@@ -55,9 +55,13 @@ func (fs *faultFS) Open(name string) (state.File, error) {
 	if !stateFile(name) {
 		return fs.FS.Open(name)
 	}
-	f, ok := fs.due(&fs.h.opens, ReadError, CorruptRead)
-	if ok && f.Kind == ReadError {
+	f, ok := fs.due(&fs.h.opens, ReadError, CorruptRead, SlowRead)
+	switch {
+	case ok && f.Kind == ReadError:
 		return nil, &InjectedError{f}
+	case ok && f.Kind == SlowRead:
+		fs.h.sleep(f.Delay)
+		ok = false
 	}
 	file, err := fs.FS.Open(name)
 	if err != nil {
