@@ -58,6 +58,9 @@ func TestSoak(t *testing.T) {
 			}
 			fmt.Printf("soak %s: %d seeds passed in %v: %d faults planned, %d fired, %d restarts (%d from a checkpoint), %d checkpoints\n",
 				name, len(rep.Seeds), time.Since(start).Round(time.Second), faults, fired, restarts, restored, ckpts)
+			for _, l := range strings.Split(strings.TrimSpace(rep.KindTotals()), "\n") {
+				fmt.Printf("soak %s:   %s\n", name, l)
+			}
 		})
 	}
 }

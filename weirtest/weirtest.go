@@ -141,9 +141,12 @@ func (r *R) Env(opts ...weir.Option) *weir.Environment {
 
 // SeedResult is what one run did.
 type SeedResult struct {
-	Seed     uint64
-	Faults   []Fault
+	Seed   uint64
+	Faults []Fault
+	// Fired counts the faults that fired; Unfired lists the others (read
+	// faults of runs that restored no state, or a harness problem).
 	Fired    int
+	Unfired  []Fault
 	Restarts int
 	// Restored counts the restarts that restored a checkpoint (the others
 	// started over).
@@ -220,6 +223,28 @@ func (r *Report) Table() string {
 	return b.String()
 }
 
+// KindTotals returns, per fault kind, how many faults the seeds planned
+// and how many fired, as lines "kind planned fired" in kind order.
+func (r *Report) KindTotals() string {
+	var planned, fired [numKinds]int
+	for _, s := range r.Seeds {
+		for _, f := range s.Faults {
+			planned[f.Kind]++
+			fired[f.Kind]++
+		}
+		for _, f := range s.Unfired {
+			fired[f.Kind]--
+		}
+	}
+	var b strings.Builder
+	for k := range numKinds {
+		if planned[k] > 0 {
+			fmt.Fprintf(&b, "%-18s planned %5d fired %5d\n", k, planned[k], fired[k])
+		}
+	}
+	return b.String()
+}
+
 // Run runs the job fault-free, then under the faults of cfg.Seeds seeds,
 // stopping at the first seed whose committed output differs from the
 // fault-free run's (or that fails, hangs, or proves nothing). It logs the
@@ -256,6 +281,7 @@ func Check(ctx context.Context, cfg Config, job func(r *R)) (*Report, error) {
 		s := SeedResult{Seed: seed, Faults: plan, Err: err}
 		if run != nil {
 			s.Fired, s.Restarts, s.Restored, s.Checkpoints, s.Duration = run.fired, run.Restarts, run.restored, run.Checkpoints, run.Duration
+			s.Unfired = run.unfired
 			if err == nil {
 				s.Verdict = compare(cfg.Mode == weir.AtLeastOnce, base.names, base.out, run.out)
 				s.Err = run.harnessErr
@@ -293,6 +319,7 @@ type runResult struct {
 	Restarts    int
 	Checkpoints int
 	fired       int
+	unfired     []Fault
 	restored    int
 	names       []string
 	out         [][]Record
@@ -320,6 +347,8 @@ func runOnce(ctx context.Context, cfg *Config, seed uint64, plan []Fault, base *
 	for i := range plan {
 		if r.h.fired[i].Load() {
 			out.fired++
+		} else {
+			out.unfired = append(out.unfired, plan[i])
 		}
 	}
 	r.h.mu.Lock()
