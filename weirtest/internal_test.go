@@ -92,7 +92,7 @@ func TestVerdict(t *testing.T) {
 		{"at-least-once dup", rs("a", "1", "a", "2", "a", "2", "b", "3", "b", "4"), true, 0, 1, 0, 0, true},
 		{"at-least-once lost", rs("a", "1", "b", "3", "b", "4"), true, 1, 0, 0, 0, false},
 	} {
-		v := compare(tc.atLeastOnce, []string{"out"}, [][]Record{want}, [][]Record{tc.got})
+		v := compare(tc.atLeastOnce, []string{"out"}, expect([][]Record{want}), [][]Record{tc.got})
 		if v.Lost != tc.lost || v.Duplicated != tc.dup || v.Unexpected != tc.unexpected || v.OutOfOrder != tc.order || v.OK() != tc.ok {
 			t.Errorf("%s: %+v", tc.name, v)
 		}

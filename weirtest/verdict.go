@@ -112,8 +112,31 @@ func (v *Verdict) Summary() string {
 	return s
 }
 
+// expected is a fault-free output prepared for comparisons: each value's
+// count and each key's values in order.
+type expected struct {
+	counts map[string]int
+	byKey  map[string][]string
+}
+
+// expect prepares the fault-free outputs.
+func expect(outs [][]Record) []*expected {
+	es := make([]*expected, len(outs))
+	for i, rs := range outs {
+		e := &expected{counts: make(map[string]int, len(rs)), byKey: map[string][]string{}}
+		for _, r := range rs {
+			e.counts[r.Value]++
+			if r.Key != "" {
+				e.byKey[r.Key] = append(e.byKey[r.Key], r.Value)
+			}
+		}
+		es[i] = e
+	}
+	return es
+}
+
 // compare judges got against want, output by output.
-func compare(atLeastOnce bool, names []string, want, got [][]Record) *Verdict {
+func compare(atLeastOnce bool, names []string, want []*expected, got [][]Record) *Verdict {
 	v := &Verdict{AtLeastOnce: atLeastOnce}
 	for i, name := range names {
 		compareOutput(v, name, want[i], got[i])
@@ -121,60 +144,78 @@ func compare(atLeastOnce bool, names []string, want, got [][]Record) *Verdict {
 	return v
 }
 
-func compareOutput(v *Verdict, name string, want, got []Record) {
-	wn, gn := map[string]int{}, map[string]int{}
-	for _, r := range want {
-		wn[r.Value]++
-	}
+func compareOutput(v *Verdict, name string, want *expected, got []Record) {
+	gn := make(map[string]int, len(want.counts))
 	for _, r := range got {
 		gn[r.Value]++
 	}
-	values := make([]string, 0, len(wn)+len(gn))
-	for x := range wn {
-		values = append(values, x)
-	}
-	for x := range gn {
-		if _, ok := wn[x]; !ok {
-			values = append(values, x)
+	var bad []Miscount
+	for x, w := range want.counts {
+		if g := gn[x]; g != w {
+			bad = append(bad, Miscount{Output: name, Value: x, Want: w, Got: g})
 		}
 	}
-	sort.Strings(values)
-	for _, x := range values {
-		w, g := wn[x], gn[x]
-		m := Miscount{Output: name, Value: x, Want: w, Got: g}
+	for x, g := range gn {
+		if _, ok := want.counts[x]; !ok {
+			bad = append(bad, Miscount{Output: name, Value: x, Got: g})
+		}
+	}
+	sort.Slice(bad, func(i, j int) bool { return bad[i].Value < bad[j].Value })
+	miscounted := make(map[string]bool, len(bad))
+	for _, m := range bad {
+		miscounted[m.Value] = true
 		switch {
-		case w == g:
-		case w == 0:
-			v.Unexpected += g
+		case m.Want == 0:
+			v.Unexpected += m.Got
 			v.UnexpectedEx = appendEx(v.UnexpectedEx, m)
-		case g < w:
-			v.Lost += w - g
+		case m.Got < m.Want:
+			v.Lost += m.Want - m.Got
 			v.LostEx = appendEx(v.LostEx, m)
 		default:
-			v.Duplicated += g - w
+			v.Duplicated += m.Got - m.Want
 			v.DuplicatedEx = appendEx(v.DuplicatedEx, m)
 		}
 	}
-	// Order, per key, where the key's values are right.
-	wk, gk := byKey(want), byKey(got)
-	keys := make([]string, 0, len(wk))
-	for k := range wk {
-		keys = append(keys, k)
+	if len(want.byKey) == 0 {
+		return
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		w, g := wk[k], gk[k]
-		if !sameValues(w, g) {
-			continue // miscounted above
-		}
-		for i := range w {
-			if w[i] != g[i] {
-				v.OutOfOrder++
-				if len(v.OutOfOrderEx) < maxExamples {
-					v.OutOfOrderEx = append(v.OutOfOrderEx, Misorder{Output: name, Key: k, Index: i, Want: w[i], Got: g[i]})
-				}
-				break
+	// Order, per key whose values are all counted right: the first record
+	// that differs from the fault-free run's at its position.
+	skip := map[string]bool{}
+	if len(bad) > 0 {
+		for _, r := range got {
+			if miscounted[r.Value] {
+				skip[r.Key] = true
 			}
+		}
+		for k, vs := range want.byKey {
+			for _, x := range vs {
+				if miscounted[x] {
+					skip[k] = true
+					break
+				}
+			}
+		}
+	}
+	pos := make(map[string]int, len(want.byKey))
+	var misordered []Misorder
+	done := map[string]bool{}
+	for _, r := range got {
+		if r.Key == "" || skip[r.Key] || done[r.Key] {
+			continue
+		}
+		i := pos[r.Key]
+		pos[r.Key]++
+		if w := want.byKey[r.Key]; i < len(w) && w[i] != r.Value {
+			done[r.Key] = true
+			misordered = append(misordered, Misorder{Output: name, Key: r.Key, Index: i, Want: w[i], Got: r.Value})
+		}
+	}
+	sort.Slice(misordered, func(i, j int) bool { return misordered[i].Key < misordered[j].Key })
+	v.OutOfOrder += len(misordered)
+	for _, m := range misordered {
+		if len(v.OutOfOrderEx) < maxExamples {
+			v.OutOfOrderEx = append(v.OutOfOrderEx, m)
 		}
 	}
 }
@@ -184,32 +225,4 @@ func appendEx(ex []Miscount, m Miscount) []Miscount {
 		ex = append(ex, m)
 	}
 	return ex
-}
-
-// byKey returns the values of the records with a key, per key, in order.
-func byKey(rs []Record) map[string][]string {
-	m := map[string][]string{}
-	for _, r := range rs {
-		if r.Key != "" {
-			m[r.Key] = append(m[r.Key], r.Value)
-		}
-	}
-	return m
-}
-
-// sameValues reports whether a and b hold the same values, in any order.
-func sameValues(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	n := map[string]int{}
-	for _, x := range a {
-		n[x]++
-	}
-	for _, x := range b {
-		if n[x]--; n[x] < 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -274,6 +274,7 @@ func Check(ctx context.Context, cfg Config, job func(r *R)) (*Report, error) {
 	if base.Checkpoints == 0 {
 		return rep, &HarnessError{Reason: "the fault-free run completed no checkpoint"}
 	}
+	want := expect(base.out)
 	for i := range cfg.Seeds {
 		seed := cfg.FirstSeed + uint64(i)
 		plan := planFaults(seed, cfg.Kinds, cfg.MinFaults, cfg.MaxFaults, cfg.TCP, base.profile)
@@ -283,7 +284,7 @@ func Check(ctx context.Context, cfg Config, job func(r *R)) (*Report, error) {
 			s.Fired, s.Restarts, s.Restored, s.Checkpoints, s.Duration = run.fired, run.Restarts, run.restored, run.Checkpoints, run.Duration
 			s.Unfired = run.unfired
 			if err == nil {
-				s.Verdict = compare(cfg.Mode == weir.AtLeastOnce, base.names, base.out, run.out)
+				s.Verdict = compare(cfg.Mode == weir.AtLeastOnce, base.names, want, run.out)
 				s.Err = run.harnessErr
 			}
 		}
