@@ -142,8 +142,10 @@ func (h *injector) Operator(info weir.OperatorInfo) weir.OperatorProbe {
 	p := &probe{h: h, key: k, attempt: info.Attempt, c: c, faults: h.byOp[k], nextPause: never}
 	p.nextRecord = p.nextRecordAt()
 	if every := h.pace[k]; every > 0 {
+		// Counted from the attempt's start: a restored attempt pauses
+		// for a checkpoint of its own before it goes far.
 		p.pace = every
-		p.nextPause = (c.records.Load()/every + 1) * every
+		p.nextPause = c.records.Load() + every
 	}
 	return p
 }
@@ -211,8 +213,10 @@ func (h *injector) hold(n int, first bool) (bool, <-chan struct{}) {
 	return true, h.mu.wake
 }
 
-// pause holds a source that reached its next pause until a checkpoint
-// completes.
+// pause holds a source that reached its next pause until the attempt
+// completed a checkpoint since the previous pause (or its start): at
+// least one checkpoint falls in each 1/paces of the input, and a source
+// waits only if none did yet.
 func (p *probe) pause() (bool, <-chan struct{}) {
 	h := p.h
 	h.mu.Lock()
@@ -221,12 +225,9 @@ func (p *probe) pause() (bool, <-chan struct{}) {
 	if a == nil || a.n != p.attempt {
 		return false, nil
 	}
-	if !p.paused {
-		p.paused, p.pausedAt = true, a.completions
-	}
 	if a.completions > p.pausedAt {
-		p.paused = false
-		p.nextPause = (p.c.records.Load()/p.pace + 1) * p.pace
+		p.pausedAt = a.completions
+		p.nextPause = p.c.records.Load() + p.pace
 		return false, nil
 	}
 	return true, h.mu.wake
@@ -297,10 +298,9 @@ type probe struct {
 	nextRecord int64
 	ended      bool
 	// A source pauses once its count reaches nextPause, until the attempt
-	// completed a checkpoint after pausedAt completions; then the next
-	// pause is pace records later.
+	// completed more than pausedAt checkpoints; then the next pause is
+	// pace records later.
 	pace, nextPause int64
-	paused          bool
 	pausedAt        int
 }
 
