@@ -90,6 +90,9 @@ func (o *twoPhaseOp[T, Txn]) Open(ctx *task.OperatorContext) error {
 	}
 	o.st = st
 	o.last = ctx.RestoredID
+	if cs, ok := o.c.(ContextSetter); ok && ctx.Context != nil {
+		cs.SetContext(ctx.Context)
+	}
 	o.ckpt = ctx.Checkpointing
 	if ctx.Restored {
 		elems, err := st.Get()

@@ -1,6 +1,10 @@
 package weir
 
-import "github.com/weirstream/weir/barrier"
+import (
+	"context"
+
+	"github.com/weirstream/weir/barrier"
+)
 
 // CheckpointBeginner is an optional interface of a TwoPhaseCommitter whose
 // transactions are named after checkpoints (a Kafka sink's transactional
@@ -17,4 +21,15 @@ import "github.com/weirstream/weir/barrier"
 // the job.
 type CheckpointBeginner[Txn any] interface {
 	BeginAfter(last barrier.CheckpointID) (Txn, error)
+}
+
+// ContextSetter is an optional interface of a TwoPhaseCommitter that calls
+// other systems: before any other call the sink hands it a context that
+// is done when the sink's task is canceled (the job is canceled or
+// restarts), so that a commit or flush waiting on an unreachable system
+// gives way to the restart instead of holding it up. The context stays
+// alive when the task finishes; calls after Close (the commits at the end
+// of the job) should not use it.
+type ContextSetter interface {
+	SetContext(ctx context.Context)
 }
