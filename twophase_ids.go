@@ -33,3 +33,12 @@ type CheckpointBeginner[Txn any] interface {
 type ContextSetter interface {
 	SetContext(ctx context.Context)
 }
+
+// TimestampWriter is an optional interface of a TwoPhaseCommitter that
+// writes the records' event timestamps too (a Kafka sink sets each
+// record's timestamp): the sink calls WriteTimestamped instead of Write,
+// with the record's timestamp in unix milliseconds, or
+// eventtime.NoTimestamp if the stream has none.
+type TimestampWriter[T, Txn any] interface {
+	WriteTimestamped(txn Txn, v T, ts int64) error
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/eventtime"
 )
 
 // Guarantee is a sink's delivery guarantee.
@@ -82,8 +83,10 @@ type SinkConfig[T any] struct {
 	// checkpoint interval, and should exceed it by the time a failed job
 	// takes to restart.
 	TransactionTimeout time.Duration
-	// RequestTimeout bounds a flush, a commit or an abort, and the time a
-	// record may take to be delivered (default 1 min).
+	// RequestTimeout bounds a flush, a commit or an abort (default 1 min);
+	// a record not delivered by the flush that follows it fails the job.
+	// (No delivery timeout per record: franz-go counts it from the
+	// record's timestamp, which is its event time here.)
 	RequestTimeout time.Duration
 	// ClientOptions are passed to the franz-go clients last (TLS, SASL,
 	// batching).
@@ -229,6 +232,7 @@ var (
 	_ weir.TwoPhaseCommitter[int, *txn] = (*committer[int])(nil)
 	_ weir.CheckpointBeginner[*txn]     = (*committer[int])(nil)
 	_ weir.ContextSetter                = (*committer[int])(nil)
+	_ weir.TimestampWriter[int, *txn]   = (*committer[int])(nil)
 )
 
 func (c *committer[T]) delivered(_ *kgo.Record, err error) {
@@ -251,7 +255,7 @@ func (c *committer[T]) deliveryErr() error {
 }
 
 func (c *committer[T]) newClient(extra ...kgo.Opt) (*kgo.Client, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...), kgo.RecordDeliveryTimeout(c.cfg.RequestTimeout)}
+	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...)}
 	if c.cfg.Partitioner != nil {
 		opts = append(opts, kgo.RecordPartitioner(c.cfg.Partitioner))
 	}
@@ -310,11 +314,21 @@ func (c *committer[T]) BeginAfter(last barrier.CheckpointID) (*txn, error) {
 	return c.open, nil
 }
 
-func (c *committer[T]) Write(_ *txn, v T) error {
+func (c *committer[T]) Write(t *txn, v T) error {
+	return c.WriteTimestamped(t, v, eventtime.NoTimestamp)
+}
+
+// WriteTimestamped implements weir.TimestampWriter: a record with an event
+// timestamp gets it as its Kafka timestamp (Flink's default); without
+// one, the client sets the time of production.
+func (c *committer[T]) WriteTimestamped(_ *txn, v T, ts int64) error {
 	if err := c.deliveryErr(); err != nil {
 		return err
 	}
 	rec := &kgo.Record{Topic: c.cfg.Topic}
+	if ts != eventtime.NoTimestamp {
+		rec.Timestamp = time.UnixMilli(ts)
+	}
 	if c.cfg.TopicSelector != nil {
 		rec.Topic = c.cfg.TopicSelector(v)
 	}
