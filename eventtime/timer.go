@@ -568,7 +568,14 @@ func (s *TimerService) intern(key []byte, group int) *timerKey {
 	}
 	k := s.keys[string(key)]
 	if k == nil {
-		k = &timerKey{key: bytes.Clone(key), group: group}
+		// The key's first timers share its allocation (most keys have
+		// one or two): firing reads them next to the key.
+		a := &struct {
+			k   timerKey
+			buf [2]keyTimer
+		}{}
+		k = &a.k
+		k.key, k.group, k.timers = bytes.Clone(key), group, a.buf[:0]
 		var p [16]byte
 		copy(p[:], key)
 		k.prefix = timerPrefix{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])}
