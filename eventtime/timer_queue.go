@@ -21,6 +21,7 @@ type timerQueue struct {
 	times   []timerBucketRef // min-heap of the buckets by timestamp
 	last    *timerBucket     // bucket of the latest push
 	free    []*timerBucket
+	sorter  timerSorter
 	entries int // queued entries, stale ones included
 	live    int // live timers; entries - live are stale
 }
@@ -155,7 +156,7 @@ func (q *timerQueue) front() *timerBucket {
 	b := q.times[0].b
 	if !b.sorted {
 		if len(b.items)-b.pos > 1 {
-			slices.SortFunc(b.items[b.pos:], func(x, y timerEntry) int { return timerCompare(&x, &y) })
+			q.sorter.sort(b.items[b.pos:])
 		}
 		b.sorted = true
 	}
