@@ -101,6 +101,7 @@ type R struct {
 	env     *weir.Environment
 	h       *injector
 	outputs []output
+	err     error // a misuse of R, reported by the run
 }
 
 // Seed is the run's seed (0 for the fault-free run).
@@ -112,10 +113,12 @@ func (r *R) TempDir() string { return r.dir }
 // Env returns the run's environment: opts, then the harness's options
 // (checkpointing into the run's fault-injecting storage, a restart
 // strategy, the test harness, TCP exchanges if configured). The job must
-// be built on it, once.
+// be built on it, once: a second call returns the first environment, and
+// the run fails.
 func (r *R) Env(opts ...weir.Option) *weir.Environment {
 	if r.env != nil {
-		panic("weirtest: R.Env called twice")
+		r.err = errors.New("weirtest: R.Env called twice")
+		return r.env
 	}
 	storage, err := state.NewFileStorage(state.FileStorageConfig{Dir: "/checkpoints", FS: &faultFS{FS: state.NewMemFS(), h: r.h}})
 	if err != nil {
@@ -123,7 +126,7 @@ func (r *R) Env(opts ...weir.Option) *weir.Environment {
 	}
 	restart, err := coordinator.NewFixedDelay(coordinator.FixedDelayConfig{Attempts: 2*r.cfg.MaxFaults + 4})
 	if err != nil {
-		panic(err)
+		panic(err) // a positive number of attempts, no delay: always valid
 	}
 	all := append(append([]weir.Option(nil), r.cfg.Options...), opts...)
 	all = append(all,
@@ -339,7 +342,10 @@ func runOnce(ctx context.Context, cfg *Config, seed uint64, plan []Fault, base *
 	defer os.RemoveAll(dir)
 	r := &R{cfg: cfg, seed: seed, dir: dir, h: newInjector(ctx, plan, base, cfg.Paces)}
 	job(r)
-	if r.env == nil {
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case r.env == nil:
 		return nil, errors.New("weirtest: the job function did not call R.Env")
 	}
 	start := time.Now()
@@ -362,7 +368,7 @@ func runOnce(ctx context.Context, cfg *Config, seed uint64, plan []Fault, base *
 		}
 	}
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) || context.Cause(ctx) == context.DeadlineExceeded {
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			err = fmt.Errorf("run did not end within %v (a hang?): %w", cfg.RunTimeout, err)
 		}
 		return out, fmt.Errorf("job failed: %w", err)
