@@ -27,20 +27,21 @@ func stateBackends(t *testing.T) []struct {
 	}{
 		{"heap", weir.HeapBackend()},
 		{"pebble", weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20})},
+		{"pebble-incremental", weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20, Incremental: true})},
 	}
 }
 
 // The keyed-sum job under random kills gives the same output over every
 // backend: each key's sum, and one output per input.
 func TestStateBackendsAgreeUnderKills(t *testing.T) {
-	const n = 100000
+	const n = 50000
 	want := wantSums(n)
 	seed := uint64(time.Now().UnixNano())
 	r := rand.New(rand.NewPCG(seed, 0))
 	var failAt []int64
 	at := int64(0)
 	for range 2 {
-		at += 15000 + r.Int64N(30000)
+		at += 8000 + r.Int64N(12000)
 		failAt = append(failAt, at)
 	}
 	for _, sb := range stateBackends(t) {
@@ -59,7 +60,7 @@ func TestStateBackendsAgreeUnderKills(t *testing.T) {
 // p=2 restores at p=3, whose savepoint restores at p=1, each job on a
 // backend of the chain; together they count every record exactly once.
 func TestStateBackendsRescaleAcrossBackends(t *testing.T) {
-	const n = 60000
+	const n = 40000
 	heap := weir.HeapBackend()
 	peb := weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20})
 	for _, chain := range []struct {
@@ -81,7 +82,7 @@ func TestStateBackendsRescaleAcrossBackends(t *testing.T) {
 				}
 				env := weir.NewEnvironment(opts...)
 				reached := make(chan struct{})
-				throttledSumJob(env, n, 15000, reached)
+				throttledSumJob(env, n, 10000, reached)
 				job, err := env.Start(testCtx(t))
 				require.NoError(t, err)
 				<-reached

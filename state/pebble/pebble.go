@@ -133,6 +133,8 @@ type Backend struct {
 	// returns it, so that the task fails with the cause.
 	bgErr atomic.Pointer[error]
 
+	inc *incremental // nil unless cfg.Incremental
+
 	mu struct {
 		sync.Mutex
 		closed   bool
@@ -166,7 +168,13 @@ func New(cfg Config) (*Backend, error) {
 		byName:   map[string]state.StateID{},
 		curGroup: -1,
 	}
-	if b.db, err = b.open(filepath.Join(dir, "db")); err != nil {
+	if cfg.Incremental {
+		if b.inc, err = newIncremental(); err != nil {
+			_ = cfg.FS.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if b.db, err = b.open(filepath.Join(dir, "db"), false); err != nil {
 		_ = cfg.FS.RemoveAll(dir)
 		return nil, err
 	}
@@ -195,9 +203,9 @@ func mkdirTemp(fs vfs.FS, parent, prefix string) (string, error) {
 	return "", fmt.Errorf("pebble: no unused directory name under %s", parent)
 }
 
-// open opens (creating if needed) the database in dir with the backend's
-// options.
-func (b *Backend) open(dir string) (*pdb.DB, error) {
+// open opens (creating if needed, unless readOnly) the database in dir with
+// the backend's options.
+func (b *Backend) open(dir string, readOnly bool) (*pdb.DB, error) {
 	cache := pdb.NewCache(b.cfg.BlockCacheSize)
 	defer cache.Unref()
 	opts := &pdb.Options{
@@ -205,11 +213,18 @@ func (b *Backend) open(dir string) (*pdb.DB, error) {
 		Cache:                       cache,
 		MemTableSize:                b.cfg.MemTableSize,
 		MemTableStopWritesThreshold: b.cfg.MemTables,
+		// Compact L0 at four sublevels (pebble's score is twice the
+		// depth over this), RocksDB's and Flink's level-0 trigger of 4:
+		// fewer compactions rewrite files that incremental checkpoints
+		// then upload again.
+		L0CompactionThreshold: 8,
+		L0StopWritesThreshold: 24,
 		// State is recovered from checkpoints, never from a log (as Flink
 		// runs RocksDB): a checkpoint flushes the memtables instead.
 		DisableWAL:         true,
 		Merger:             pdb.DefaultMerger,
 		FormatMajorVersion: pdb.FormatNewest,
+		ReadOnly:           readOnly,
 		Logger:             pebbleLogger{b.log.Sugar()},
 		EventListener: &pdb.EventListener{BackgroundError: func(err error) {
 			b.log.Error("pebble background error", zap.Error(err))
@@ -232,6 +247,16 @@ func (l pebbleLogger) Errorf(format string, args ...any) { l.s.Errorf(format, ar
 func (l pebbleLogger) Fatalf(format string, args ...any) {
 	l.s.Errorf(format, args...)
 	panic(fmt.Sprintf("pebble: fatal: "+format, args...))
+}
+
+// Compact compacts the whole database into its bottom level: after a bulk
+// load, so that the following incremental checkpoints upload only what
+// changes since (compactions rewrite files, which then upload again).
+func (b *Backend) Compact(ctx context.Context) error {
+	if err := b.db.Compact(ctx, []byte{0}, []byte{0xFF, 0xFF, 0xFF}, true); err != nil {
+		return fmt.Errorf("pebble: compact: %w", err)
+	}
+	return nil
 }
 
 // Dir returns the backend's working directory.
@@ -510,6 +535,14 @@ func (b *Backend) Snapshot(id barrier.CheckpointID, w state.StateWriterFactory) 
 	if err := b.acquire(); err != nil {
 		return nil, fmt.Errorf("pebble: snapshot %d: %w", id, err)
 	}
+	if sw, ok := w.(state.SharedStateWriterFactory); ok && b.inc != nil {
+		f, err := b.snapshotIncremental(id, sw)
+		if err != nil {
+			b.release()
+			return nil, err
+		}
+		return f, nil
+	}
 	snap := b.db.NewSnapshot()
 	metas := b.States()
 	var once sync.Once
@@ -626,7 +659,20 @@ func (b *Backend) release() {
 // (written by any backend) or incremental ones.
 func (b *Backend) Restore(handles []state.KeyedStateHandle, r state.StateReader) error {
 	defer b.unsetKey()
-	return b.restoreFull(handles, r)
+	var full, inc []state.KeyedStateHandle
+	for _, h := range handles {
+		if h.Incremental != nil {
+			inc = append(inc, h)
+		} else {
+			full = append(full, h)
+		}
+	}
+	if len(inc) > 0 {
+		if err := b.restoreIncremental(inc, r); err != nil {
+			return err
+		}
+	}
+	return b.restoreFull(full, r)
 }
 
 // restoreFull loads full snapshots through write batches.
@@ -687,9 +733,11 @@ func (b *Backend) Close() error {
 }
 
 func (b *Backend) teardown() error {
-	err := b.db.Close()
-	if err != nil {
-		err = fmt.Errorf("pebble: close database: %w", err)
+	var err error
+	if b.db != nil {
+		if err = b.db.Close(); err != nil {
+			err = fmt.Errorf("pebble: close database: %w", err)
+		}
 	}
 	if rerr := b.cfg.FS.RemoveAll(b.dir); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("pebble: remove working directory: %w", rerr))

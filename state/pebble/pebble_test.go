@@ -1,6 +1,7 @@
 package pebble_test
 
 import (
+	"flag"
 	"os"
 	"testing"
 
@@ -13,7 +14,15 @@ import (
 	"github.com/weirstream/weir/state/pebble"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Each check of the model tests opens several databases: fewer checks
+	// than rapid's default 100 keep the package fast under -race
+	// (-rapid.checks overrides).
+	if err := flag.Set("rapid.checks", "25"); err != nil {
+		panic(err)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // small keeps the memtables and cache of test backends small.
 func small(t testing.TB, cfg pebble.Config) pebble.Config {

@@ -614,6 +614,9 @@ func (m *model) iterate(t *rapid.T) {
 func (m *model) snapshot(t *rapid.T) {
 	m.next++
 	h := Snap(t, m.b, m.next, m.st, "m")
+	if l, ok := m.b.(state.CheckpointListener); ok && rapid.Bool().Draw(t, "complete") {
+		l.NotifyCheckpointComplete(m.next)
+	}
 	m.snaps = append(m.snaps, modelSnap{h: h, data: maps.Clone(m.data)})
 }
 
