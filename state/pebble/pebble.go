@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	pdb "github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
@@ -206,7 +207,9 @@ func mkdirTemp(fs vfs.FS, parent, prefix string) (string, error) {
 // open opens (creating if needed, unless readOnly) the database in dir with
 // the backend's options.
 func (b *Backend) open(dir string, readOnly bool) (*pdb.DB, error) {
-	cache := pdb.NewCache(b.cfg.BlockCacheSize)
+	// Pebble reserves its memtables from the block cache: size the cache
+	// so that BlockCacheSize remains for blocks.
+	cache := pdb.NewCache(b.cfg.BlockCacheSize + int64(b.cfg.MemTables)*int64(b.cfg.MemTableSize))
 	defer cache.Unref()
 	opts := &pdb.Options{
 		FS:                          b.cfg.FS,
@@ -231,6 +234,11 @@ func (b *Backend) open(dir string, readOnly bool) (*pdb.DB, error) {
 			err = fmt.Errorf("pebble: background flush or compaction: %w", err)
 			b.bgErr.CompareAndSwap(nil, &err)
 		}},
+	}
+	// Bloom filters (10 bits a key, 1 % false positives) spare point
+	// reads (every Get) the tables that do not hold the key.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pdb.Open(dir, opts)
 	if err != nil {
