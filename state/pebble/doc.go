@@ -20,4 +20,15 @@
 //
 // The write-ahead log is off: state is recovered from checkpoints, never
 // from the local disk.
+//
+// Incremental checkpoints (Config.Incremental) flush the memtables and
+// hard-link the database's files at the barrier, and upload only the
+// table files no completed checkpoint uploaded before (see incremental.go
+// and state.IncrementalHandle); savepoints stay full.
+//
+// A local disk that fails (full, read-only) fails the backend: the first
+// failed background flush or compaction is returned by every later write,
+// so the task fails with the cause. Pebble stalls writes, uncancellably,
+// once Config.MemTables memtables wait for a flush; the failure of the
+// first flush is reported long before that many fill up.
 package pebble
