@@ -3,6 +3,7 @@ package weir
 import (
 	"fmt"
 
+	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/graph"
@@ -346,6 +347,10 @@ func (o *processOp[K, In, Out]) collect(v In, ts int64) (err error) {
 	err, o.out.err = o.out.err, nil
 	return err
 }
+
+// SnapshotState writes the timers into the keyed backend, which the task
+// snapshots next.
+func (o *processOp[K, In, Out]) SnapshotState(barrier.CheckpointID) error { return o.timers.Flush() }
 
 func (o *processOp[K, In, Out]) ProcessWatermark(wm int64) (_ bool, err error) {
 	o.enter()

@@ -105,8 +105,10 @@ func PrintTo[T any](s *Stream[T], w io.Writer) *Sink {
 
 // Collected holds the values a Collect sink received.
 type Collected[T any] struct {
-	mu  sync.Mutex
-	sub map[int][]T // final values per subtask
+	mu struct {
+		sync.Mutex
+		sub map[int][]T // final values per subtask
+	}
 }
 
 // Values returns what was collected, in no particular order across
@@ -114,14 +116,14 @@ type Collected[T any] struct {
 func (c *Collected[T]) Values() []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	subs := make([]int, 0, len(c.sub))
-	for i := range c.sub {
+	subs := make([]int, 0, len(c.mu.sub))
+	for i := range c.mu.sub {
 		subs = append(subs, i)
 	}
 	slices.Sort(subs)
 	var out []T
 	for _, i := range subs {
-		out = append(out, c.sub[i]...)
+		out = append(out, c.mu.sub[i]...)
 	}
 	return out
 }
@@ -132,7 +134,8 @@ func (c *Collected[T]) Values() []T {
 // state, so with checkpointing a restarted job collects each value exactly
 // once (the stream's type needs a codec then).
 func Collect[T any](s *Stream[T]) (*Collected[T], *Sink) {
-	c := &Collected[T]{sub: map[int][]T{}}
+	c := &Collected[T]{}
+	c.mu.sub = map[int][]T{}
 	vc := s.codec
 	sink := addSink(s, "collect", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
 		o := &collectSink[T]{opBase: base(rc), c: c, subtask: rc.Index, codec: vc}
@@ -183,7 +186,7 @@ func (o *collectSink[T]) SnapshotState(id barrier.CheckpointID) error {
 
 func (o *collectSink[T]) Finish() error {
 	o.c.mu.Lock()
-	o.c.sub[o.subtask] = o.local
+	o.c.mu.sub[o.subtask] = o.local
 	o.c.mu.Unlock()
 	return nil
 }

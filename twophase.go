@@ -63,6 +63,7 @@ type pendingTxn[Txn any] struct {
 type twoPhaseOp[T, Txn any] struct {
 	opBase
 	c       TwoPhaseCommitter[T, Txn]
+	tw      TimestampWriter[T, Txn] // c, if it writes timestamps
 	tc      codec.Codec[Txn]
 	final   *jobmaster.FinalCommits
 	current Txn
@@ -90,6 +91,10 @@ func (o *twoPhaseOp[T, Txn]) Open(ctx *task.OperatorContext) error {
 	}
 	o.st = st
 	o.last = ctx.RestoredID
+	o.tw, _ = o.c.(TimestampWriter[T, Txn])
+	if cs, ok := o.c.(ContextSetter); ok && ctx.Context != nil {
+		cs.SetContext(ctx.Context)
+	}
 	o.ckpt = ctx.Checkpointing
 	if ctx.Restored {
 		elems, err := st.Get()
@@ -139,9 +144,14 @@ func (o *twoPhaseOp[T, Txn]) begin() error {
 	return nil
 }
 
-func (o *twoPhaseOp[T, Txn]) collect(v T, _ int64) (err error) {
+func (o *twoPhaseOp[T, Txn]) collect(v T, ts int64) (err error) {
 	o.enter()
-	if err := o.c.Write(o.current, v); err != nil {
+	if o.tw != nil {
+		err = o.tw.WriteTimestamped(o.current, v, ts)
+	} else {
+		err = o.c.Write(o.current, v)
+	}
+	if err != nil {
 		return o.fail(err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/eventtime/window"
@@ -438,6 +439,12 @@ func (o *windowOperator[T, K, OUT, R]) Late(_ []byte, ts int64, v T) error {
 	err := o.late.collect(v, ts)
 	o.enter()
 	return err
+}
+
+// SnapshotState writes the window timers into the keyed backend, which
+// the task snapshots next.
+func (o *windowOperator[T, K, OUT, R]) SnapshotState(barrier.CheckpointID) error {
+	return o.core.PrepareSnapshot()
 }
 
 func (o *windowOperator[T, K, OUT, R]) ProcessWatermark(wm int64) (_ bool, err error) {

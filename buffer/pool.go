@@ -169,6 +169,10 @@ func (g *GlobalPool) NewLocalPool(min, max int) (*LocalPool, error) {
 // its minimum and at most its maximum number of segments; buffers released
 // by their users come back to it. It is safe for concurrent use: the
 // producer requests, any goroutine may release.
+//
+// Lock order: a LocalPool's mu before its GlobalPool's mu, never the other
+// way round (the global pool calls into no local pool while it holds its
+// lock).
 type LocalPool struct {
 	global    *GlobalPool
 	min, max  int

@@ -57,37 +57,47 @@ type TimerFunc func(t Timer) error
 // only through AdvanceWatermark and AdvanceProcessingTime, and it starts no
 // goroutine.
 //
-// Its timers live in the operator's state.KeyedBackend, in two map states
+// The timers are in memory (Flink's heap priority queue set): per record
+// key the set of its timers, which registering checks so that duplicates
+// never enter, and per domain a queue over them: a bucket per timestamp,
+// sorted by key and namespace when it comes due, and a heap of the
+// buckets. A deleted timer stays queued until it comes to the front or the
+// queue holds more deleted entries than timers (it is then rebuilt).
+//
+// They are keyed state all the same: Flush writes what changed since the
+// previous Flush into the operator's state.KeyedBackend, in two map states
 // named "_timers/<name>/event" and "_timers/<name>/processing", under the
 // timer's record key with the user key
 //
 //	timestamp (8 bytes, big endian, sign bit flipped) | namespace
 //
 // and an empty value, so that they are checkpointed with the keyed state
-// and move with their key group when a job is rescaled. The backend is the
-// set (registering checks it, so duplicates never enter); the service
-// keeps, in memory, one queue per domain over the same timers: a bucket
-// per timestamp, sorted by key and namespace when it comes due, and a heap
-// of the buckets. A deleted timer stays queued, marked, until it comes to
-// the front or the marked entries outnumber the live timers (the queue is
-// then rebuilt).
+// and move with their key group when a job is rescaled. The operator calls
+// Flush when it snapshots its state, before the backend's snapshot. A timer
+// registered and fired between two snapshots never reaches the backend.
 //
-// NewTimerService rebuilds both queues from what the backend holds, which
-// is how timers are restored: restore the backend first, then create the
-// service.
+// NewTimerService rebuilds the set and both queues from what the backend
+// holds, which is how timers are restored: restore the backend first, then
+// create the service.
 //
 // A TimerService is used from one goroutine (the task's), like its backend.
 type TimerService struct {
 	b    state.KeyedBackend
 	q    [2]timerQueue
-	keys map[string]*timerKey // interned keys of queued timers
+	keys map[string]*timerKey // keys with timers or queue entries
+
+	// dirty lists the keys with timers to write to the backend or to
+	// remove from it at the next Flush; a key that left keys since may
+	// still be listed (Flush and pruneDirty skip it).
+	dirty []*timerKey
 
 	watermark int64
 	procTime  int64
 	firing    bool
 
-	ubuf []byte // user key of a register or delete
+	ubuf []byte // user key of a timer written or removed by Flush
 	fbuf []byte // user key of the timer being fired
+	cbuf []byte // the backend's current key, kept across Flush
 
 	// The key and namespace of the latest registration, reused when the
 	// next one has the same (a window operator registers several timers
@@ -96,14 +106,81 @@ type TimerService struct {
 	lastNS  string
 }
 
-// timerKey is an interned record key shared by every queued timer of that
-// key. refs counts queue entries (of both domains, stale ones included)
-// that point to it; at 0 it leaves the intern table.
+// timerKey is an interned record key: its timers, and the queue entries
+// (of both domains, stale ones included) that point to it (refs). With no
+// timer and no entry left it leaves the intern table.
 type timerKey struct {
 	key    []byte
 	prefix timerPrefix
 	group  int
 	refs   int
+	// timers holds the key's live timers and the deleted or fired ones
+	// still in the backend; index finds them when there are many.
+	timers []keyTimer
+	index  map[keyTimerID]int
+	dirty  bool // listed in TimerService.dirty
+}
+
+// keyTimerID identifies one of a key's timers.
+type keyTimerID struct {
+	ts int64
+	ns string
+	d  TimerDomain
+}
+
+// keyTimer is one of a key's timers: live (registered, not yet fired or
+// deleted) and/or stored (in the backend as of the last Flush).
+type keyTimer struct {
+	keyTimerID
+	live, stored bool
+}
+
+// keyTimerIndexMin is the number of timers of one key from which they are
+// found through a map rather than by a scan.
+const keyTimerIndexMin = 16
+
+func (k *timerKey) find(id keyTimerID) int {
+	if k.index != nil {
+		if i, ok := k.index[id]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range k.timers {
+		if k.timers[i].keyTimerID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (k *timerKey) add(t keyTimer) {
+	k.timers = append(k.timers, t)
+	if k.index != nil {
+		k.index[t.keyTimerID] = len(k.timers) - 1
+	} else if len(k.timers) > keyTimerIndexMin {
+		k.index = make(map[keyTimerID]int, 2*len(k.timers))
+		for i := range k.timers {
+			k.index[k.timers[i].keyTimerID] = i
+		}
+	}
+}
+
+// remove removes timer i (the last one takes its place).
+func (k *timerKey) remove(i int) {
+	last := len(k.timers) - 1
+	if k.index != nil {
+		delete(k.index, k.timers[i].keyTimerID)
+		if i != last {
+			k.index[k.timers[last].keyTimerID] = i
+		}
+	}
+	k.timers[i] = k.timers[last]
+	k.timers[last] = keyTimer{}
+	k.timers = k.timers[:last]
+	if len(k.timers) == 0 {
+		k.index = nil
+	}
 }
 
 // timerPrefix holds the first 16 bytes of a key, zero-padded, as two big
@@ -162,12 +239,13 @@ func NewTimerService(b state.KeyedBackend, name string) (*TimerService, error) {
 				return false
 			}
 			k := s.intern(key, keyGroup)
-			q.push(timerItem{
-				ts:     timerDecodeTimestamp(userKey),
-				prefix: k.prefix,
-				k:      k,
-				ns:     string(userKey[timerUserKeyLen:]),
-			})
+			t := keyTimer{keyTimerID: keyTimerID{ts: timerDecodeTimestamp(userKey), ns: string(userKey[timerUserKeyLen:]), d: TimerDomain(d)}, live: true, stored: true}
+			if k.find(t.keyTimerID) >= 0 {
+				derr = fmt.Errorf("%w: timer at %d of key %q twice", state.ErrCorruptState, t.ts, key)
+				return false
+			}
+			k.add(t)
+			s.enqueue(q, k, t.ts, t.ns)
 			q.live++
 			return true
 		})
@@ -259,24 +337,117 @@ func (s *TimerService) NumTimers(d TimerDomain) int {
 	return s.q[d].live
 }
 
+// Flush writes the timers registered since the previous Flush to the
+// backend and removes from it those fired or deleted since, so that the
+// backend holds exactly the live timers. Call it before snapshotting the
+// backend. It leaves the backend's current key as it found it.
+func (s *TimerService) Flush() error {
+	if len(s.dirty) == 0 {
+		return nil
+	}
+	key, group := s.b.CurrentKey()
+	s.cbuf = append(s.cbuf[:0], key...)
+	err := s.flush()
+	if group >= 0 {
+		s.b.SetCurrentKey(s.cbuf, group)
+	}
+	return err
+}
+
+func (s *TimerService) flush() error {
+	for n, k := range s.dirty {
+		s.dirty[n] = nil
+		if !k.dirty {
+			continue
+		}
+		k.dirty = false
+		if len(k.timers) == 0 {
+			continue // released
+		}
+		set := false
+		for i := len(k.timers) - 1; i >= 0; i-- {
+			t := &k.timers[i]
+			if t.live == t.stored {
+				continue
+			}
+			if !set {
+				s.b.SetCurrentKey(k.key, k.group)
+				set = true
+			}
+			s.ubuf = timerAppendUserKey(s.ubuf[:0], t.ts, t.ns)
+			id := s.q[t.d].id
+			if t.live {
+				if err := s.b.Put(id, s.ubuf, nil); err != nil {
+					s.dirty = s.dirty[n:]
+					k.dirty = true
+					s.dirty[0] = k
+					return err
+				}
+				t.stored = true
+				continue
+			}
+			if err := s.b.Delete(id, s.ubuf); err != nil {
+				s.dirty = s.dirty[n:]
+				k.dirty = true
+				s.dirty[0] = k
+				return err
+			}
+			k.remove(i)
+		}
+		s.release(k)
+	}
+	s.dirty = s.dirty[:0]
+	return nil
+}
+
+func (s *TimerService) markDirty(k *timerKey) {
+	if k.dirty {
+		return
+	}
+	k.dirty = true
+	if len(s.dirty) >= 2*len(s.keys)+1024 {
+		s.pruneDirty() // no Flush for a while (a job without checkpoints)
+	}
+	s.dirty = append(s.dirty, k)
+}
+
+// pruneDirty drops from the dirty list the keys that left the intern
+// table: nothing of theirs is to be written any more.
+func (s *TimerService) pruneDirty() {
+	kept := s.dirty[:0]
+	for _, k := range s.dirty {
+		if k.dirty && s.keys[string(k.key)] == k {
+			kept = append(kept, k)
+		} else {
+			k.dirty = false
+		}
+	}
+	clear(s.dirty[len(kept):])
+	s.dirty = kept
+}
+
 func (s *TimerService) register(d TimerDomain, ts int64, ns []byte) error {
 	key, group := s.b.CurrentKey()
 	if group < 0 {
 		return fmt.Errorf("eventtime: %s timer registered without a current key", d)
 	}
-	q := &s.q[d]
-	s.ubuf = timerAppendUserKey(s.ubuf[:0], ts, ns)
-	if _, ok, err := s.b.Get(q.id, s.ubuf); err != nil || ok {
-		return err
-	}
-	if err := s.b.Put(q.id, s.ubuf, nil); err != nil {
-		return err
-	}
 	k := s.intern(key, group)
 	if string(ns) != s.lastNS {
 		s.lastNS = string(ns)
 	}
-	q.push(timerItem{ts: ts, prefix: k.prefix, k: k, ns: s.lastNS})
+	id := keyTimerID{ts: ts, ns: s.lastNS, d: d}
+	if i := k.find(id); i >= 0 {
+		t := &k.timers[i]
+		if t.live {
+			return nil
+		}
+		t.live = true // deleted or fired, still in the backend
+	} else {
+		k.add(keyTimer{keyTimerID: id, live: true})
+		s.markDirty(k)
+	}
+	q := &s.q[d]
+	s.enqueue(q, k, ts, s.lastNS)
 	q.live++
 	return nil
 }
@@ -286,22 +457,16 @@ func (s *TimerService) delete(d TimerDomain, ts int64, ns []byte) error {
 	if group < 0 {
 		return fmt.Errorf("eventtime: %s timer deleted without a current key", d)
 	}
-	q := &s.q[d]
-	s.ubuf = timerAppendUserKey(s.ubuf[:0], ts, ns)
-	if _, ok, err := s.b.Get(q.id, s.ubuf); err != nil || !ok {
-		return err
-	}
-	if err := s.b.Delete(q.id, s.ubuf); err != nil {
-		return err
-	}
 	k := s.keys[string(key)]
 	if k == nil {
-		panic(fmt.Sprintf("eventtime: %s timer at %d of key %q is in the backend but not queued", d, ts, key))
+		return nil
 	}
-	if q.stale == nil {
-		q.stale = map[timerItem]int{}
+	i := k.find(keyTimerID{ts: ts, ns: string(ns), d: d})
+	if i < 0 || !k.timers[i].live {
+		return nil
 	}
-	q.stale[timerItem{ts: ts, prefix: k.prefix, k: k, ns: string(ns)}]++
+	s.kill(k, i)
+	q := &s.q[d]
 	q.live--
 	if stale := q.len() - q.live; stale > timerCompactMin && stale > q.live {
 		s.compact(q)
@@ -309,23 +474,31 @@ func (s *TimerService) delete(d TimerDomain, ts int64, ns []byte) error {
 	return nil
 }
 
-// isStale reports whether it is the copy of a deleted timer, and if so
-// forgets that copy.
-func (s *TimerService) isStale(q *timerQueue, it timerItem) bool {
-	if len(q.stale) == 0 {
-		return false
+// kill ends timer i of k (fired or deleted): it stays, for Flush to remove
+// from the backend, if it is there.
+func (s *TimerService) kill(k *timerKey, i int) {
+	if k.timers[i].stored {
+		k.timers[i].live = false
+		s.markDirty(k)
+		return
 	}
-	n := q.stale[it]
-	if n == 0 {
-		return false
+	k.remove(i)
+}
+
+// enqueue queues timer (ts, ns) of k.
+func (s *TimerService) enqueue(q *timerQueue, k *timerKey, ts int64, ns string) {
+	k.refs++
+	q.push(timerItem{ts: ts, prefix: k.prefix, k: k, ns: ns})
+}
+
+// live returns the index of the live timer of queue entry it, or -1 if
+// the entry is stale (its timer was deleted or fired already).
+func (s *TimerService) live(d TimerDomain, it timerItem) int {
+	i := it.k.find(keyTimerID{ts: it.ts, ns: it.ns, d: d})
+	if i >= 0 && !it.k.timers[i].live {
+		return -1
 	}
-	if n == 1 {
-		delete(q.stale, it)
-	} else {
-		q.stale[it] = n - 1
-	}
-	s.unref(it.k)
-	return true
+	return i
 }
 
 func (s *TimerService) advance(d TimerDomain, t int64, fire TimerFunc) error {
@@ -337,18 +510,20 @@ func (s *TimerService) advance(d TimerDomain, t int64, fire TimerFunc) error {
 			return nil
 		}
 		it := q.take()
-		if s.isStale(q, it) {
+		k := it.k
+		i := s.live(d, it)
+		if i < 0 {
+			k.refs--
+			s.release(k)
 			continue
 		}
-		s.b.SetCurrentKey(it.k.key, it.k.group)
-		s.fbuf = timerAppendUserKey(s.fbuf[:0], it.ts, nil)
-		s.fbuf = append(s.fbuf, it.ns...)
-		if err := s.b.Delete(q.id, s.fbuf); err != nil {
-			return err
-		}
+		s.kill(k, i)
 		q.live--
-		err := fire(Timer{Timestamp: it.ts, Key: it.k.key, KeyGroup: it.k.group, Namespace: s.fbuf[timerUserKeyLen:]})
-		s.unref(it.k)
+		s.b.SetCurrentKey(k.key, k.group)
+		s.fbuf = timerAppendUserKey(s.fbuf[:0], it.ts, it.ns)
+		err := fire(Timer{Timestamp: it.ts, Key: k.key, KeyGroup: k.group, Namespace: s.fbuf[timerUserKeyLen:]})
+		k.refs--
+		s.release(k)
 		if err != nil {
 			return err
 		}
@@ -357,46 +532,73 @@ func (s *TimerService) advance(d TimerDomain, t int64, fire TimerFunc) error {
 
 func (s *TimerService) next(d TimerDomain) (int64, bool) {
 	q := &s.q[d]
-	if len(q.stale) == 0 {
+	if q.len() == q.live {
 		return q.minTimestamp()
 	}
-	return q.firstLive(func(it timerItem) bool { return s.isStale(q, it) })
+	return q.firstLive(func(it timerItem) bool {
+		if s.live(d, it) >= 0 {
+			return false
+		}
+		it.k.refs--
+		s.release(it.k)
+		return true
+	})
 }
 
 // compact drops the stale entries of q.
 func (s *TimerService) compact(q *timerQueue) {
-	q.filter(func(it timerItem) bool { return !s.isStale(q, it) })
-	q.stale = nil
-	if n := q.len(); n != q.live {
-		panic(fmt.Sprintf("eventtime: timer queue holds %d live entries, the backend %d", n, q.live))
+	d := TimerEventTime
+	if q == &s.q[TimerProcessingTime] {
+		d = TimerProcessingTime
 	}
+	q.filter(func(it timerItem) bool {
+		if s.live(d, it) >= 0 {
+			return true
+		}
+		it.k.refs--
+		s.release(it.k)
+		return false
+	})
 }
 
 func (s *TimerService) intern(key []byte, group int) *timerKey {
-	k := s.lastKey
-	if k == nil || k.refs == 0 || !bytes.Equal(k.key, key) {
-		k = s.keys[string(key)]
-		if k == nil {
-			k = &timerKey{key: bytes.Clone(key), group: group}
-			var p [16]byte
-			copy(p[:], key)
-			k.prefix = timerPrefix{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])}
-			s.keys[string(key)] = k
-		}
-		s.lastKey = k
+	// lastKey is nil once released.
+	if k := s.lastKey; k != nil && bytes.Equal(k.key, key) {
+		return k
 	}
-	k.refs++
+	k := s.keys[string(key)]
+	if k == nil {
+		// The key's first timers share its allocation (most keys have
+		// one or two): firing reads them next to the key.
+		a := &struct {
+			k   timerKey
+			buf [2]keyTimer
+		}{}
+		k = &a.k
+		k.key, k.group, k.timers = bytes.Clone(key), group, a.buf[:0]
+		var p [16]byte
+		copy(p[:], key)
+		k.prefix = timerPrefix{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])}
+		s.keys[string(key)] = k
+	}
+	s.lastKey = k
 	return k
 }
 
-func (s *TimerService) unref(k *timerKey) {
-	if k.refs--; k.refs == 0 {
-		delete(s.keys, string(k.key))
+// release drops k from the intern table once nothing refers to it.
+func (s *TimerService) release(k *timerKey) {
+	if k.refs == 0 && len(k.timers) == 0 {
+		if s.keys[string(k.key)] == k {
+			delete(s.keys, string(k.key))
+		}
+		if s.lastKey == k {
+			s.lastKey = nil
+		}
 	}
 }
 
 // timerAppendUserKey appends the user key of the timer (ts, ns).
-func timerAppendUserKey(dst []byte, ts int64, ns []byte) []byte {
+func timerAppendUserKey[NS ~string | ~[]byte](dst []byte, ts int64, ns NS) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(ts)^(1<<63))
 	return append(dst, ns...)
 }

@@ -23,10 +23,7 @@ type timerQueue struct {
 	free    []*timerBucket
 	sorter  timerSorter
 	entries int // queued entries, stale ones included
-	live    int // timers in the backend; entries - live are stale
-	// stale counts, per timer, the queue entries of deleted timers that are
-	// still queued (nil when there are none).
-	stale map[timerItem]int
+	live    int // live timers; entries - live are stale
 }
 
 type timerBucketRef struct {
@@ -80,13 +77,6 @@ func timerCompare(a, b *timerEntry) int {
 	}
 	return 0
 }
-
-// timerSorter sorts entries without copying them per comparison.
-type timerSorter struct{ e []timerEntry }
-
-func (s *timerSorter) Len() int           { return len(s.e) }
-func (s *timerSorter) Less(i, j int) bool { return timerCompare(&s.e[i], &s.e[j]) < 0 }
-func (s *timerSorter) Swap(i, j int)      { s.e[i], s.e[j] = s.e[j], s.e[i] }
 
 func (q *timerQueue) len() int { return q.entries }
 
@@ -166,9 +156,7 @@ func (q *timerQueue) front() *timerBucket {
 	b := q.times[0].b
 	if !b.sorted {
 		if len(b.items)-b.pos > 1 {
-			q.sorter.e = b.items[b.pos:]
-			sort.Sort(&q.sorter)
-			q.sorter.e = nil
+			q.sorter.sort(b.items[b.pos:])
 		}
 		b.sorted = true
 	}

@@ -93,6 +93,19 @@ func TestTimerOrderAndDedup(t *testing.T) {
 	}
 	require.Equal(t, len(all), s.NumTimers(TimerEventTime))
 	require.Zero(t, s.NumTimers(TimerProcessingTime))
+	id, err := b.Register("_timers/t/event", state.KindMap)
+	require.NoError(t, err)
+	stored := func() int {
+		n := 0
+		require.NoError(t, b.Entries(id, func(_ []byte, _ int, _, _ []byte) bool { n++; return true }))
+		return n
+	}
+	require.Zero(t, stored(), "timers reach the backend at Flush")
+	timerTestSetKey(b, "current")
+	require.NoError(t, s.Flush())
+	require.Equal(t, len(all), stored())
+	k, _ := b.CurrentKey()
+	require.Equal(t, "current", string(k), "Flush keeps the current key")
 	next, ok := s.NextEventTime()
 	require.True(t, ok)
 	require.Equal(t, int64(math.MinInt64), next)
@@ -112,9 +125,8 @@ func TestTimerOrderAndDedup(t *testing.T) {
 	require.NoError(t, s.AdvanceWatermark(math.MaxInt64, timerRecorder(t, b, &fired)))
 	require.Equal(t, all[n5:], fired)
 	require.Zero(t, s.NumTimers(TimerEventTime))
-	id, err := b.Register("_timers/t/event", state.KindMap)
-	require.NoError(t, err)
-	require.Zero(t, b.NumEntries(id), "fired timers leave the backend")
+	require.NoError(t, s.Flush())
+	require.Zero(t, stored(), "fired timers leave the backend")
 }
 
 func TestTimerDelete(t *testing.T) {
@@ -289,6 +301,7 @@ func TestTimerRestoreRescaled(t *testing.T) {
 	require.NoError(t, s.AdvanceWatermark(0, timerRecorder(t, b, &early)))
 	require.NotEmpty(t, early)
 	wantEvent = slices.DeleteFunc(wantEvent, func(r timerRec) bool { return r.ts <= 0 })
+	require.NoError(t, s.Flush())
 	hs := timerSnapshot(t, stor, 1, b)
 	// Changes after the snapshot are not in it.
 	timerTestSetKey(b, "late")
@@ -418,6 +431,7 @@ func timerModelRun(t *testing.T, seed uint64) {
 			}
 			require.Equal(t, want, got, "step %d", step)
 		case op < 19:
+			require.NoError(t, s.Flush())
 			snapHandles = timerSnapshot(t, stor, barrier.CheckpointID(step+1), b)
 			snapModel = [2][]timerRec{slices.Clone(model[0]), slices.Clone(model[1])}
 		default:
@@ -442,4 +456,25 @@ func timerModelRun(t *testing.T, seed uint64) {
 			require.False(t, ok)
 		}
 	}
+}
+
+// Without snapshots (a job without checkpoints) nothing is flushed: the
+// list of keys to flush stays bounded by the keys that have timers.
+func TestTimerDirtyListBounded(t *testing.T) {
+	b := timerTestBackend(t, 128, 1, 0)
+	s, err := NewTimerService(b, "")
+	require.NoError(t, err)
+	fire := func(Timer) error { return nil }
+	for round := range int64(50) {
+		for i := range 1000 {
+			timerTestSetKey(b, fmt.Sprint("k", round, "-", i))
+			require.NoError(t, s.RegisterEventTimeTimer(round, nil))
+		}
+		require.NoError(t, s.AdvanceWatermark(round, fire))
+		// At most 1,000 keys have timers at a time; 50,000 were marked.
+		require.LessOrEqual(t, len(s.dirty), 2*1000+1024+1)
+	}
+	require.Empty(t, s.keys)
+	require.NoError(t, s.Flush())
+	require.Empty(t, s.dirty)
 }

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"context"
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/state"
@@ -62,6 +63,10 @@ type OperatorContext struct {
 	Restored bool
 	// RestoredID is the checkpoint the task started from (0 if none).
 	RestoredID barrier.CheckpointID
+	// Context is done when the task is canceled (the job is canceled or
+	// restarts), not when it finishes: an operator bounds its calls to
+	// other systems with it (a sink's commit), also in Close.
+	Context context.Context
 
 	t     *Task // the task, for EmitWatermark and processing time
 	index int   // the operator's position in the chain

@@ -130,7 +130,8 @@ type Task struct {
 	asyncWG    sync.WaitGroup
 	states     []opState
 	runCtx     context.Context
-	lv         liveState // what LiveMetrics reads
+	parentCtx  context.Context // Run's: canceled with the task, not at its end
+	lv         liveState       // what LiveMetrics reads
 
 	mu struct {
 		sync.Mutex
@@ -345,6 +346,7 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 // outputs are released, and asynchronous snapshot work has stopped.
 func (t *Task) Run(ctx context.Context) (err error) {
 	start := time.Now()
+	t.parentCtx = ctx
 	ctx, cancel := context.WithCancel(ctx)
 	t.runCtx = ctx
 	t.setState(Running)
@@ -421,7 +423,8 @@ func (t *Task) open() error {
 		oc := &OperatorContext{TaskName: t.cfg.Name, Subtask: t.cfg.Key.Subtask, Parallelism: t.cfg.Parallelism,
 			MaxParallelism: t.cfg.MaxParallelism, KeyGroups: rng,
 			Keyed: t.states[i].keyed, OperatorState: t.states[i].operator, t: t, index: i,
-			Logger: t.log, ExactlyOnce: t.ckpt != nil && t.ckpt.cfg.Mode == barrier.ExactlyOnce, Checkpointing: t.ckpt != nil}
+			Logger: t.log, ExactlyOnce: t.ckpt != nil && t.ckpt.cfg.Mode == barrier.ExactlyOnce, Checkpointing: t.ckpt != nil,
+			Context: t.parentCtx}
 		if r := t.cfg.Restore; r != nil {
 			oc.Restored, oc.RestoredID = true, r.ID
 		}

@@ -137,15 +137,20 @@ func runningCounts(vals []string) []string {
 // from checkpoints are exercised. It slows the job a little so that
 // checkpoints complete while it runs.
 type killer struct {
-	job    atomic.Pointer[weir.Job]
-	at     []int64
-	seen   atomic.Int64
-	next   atomic.Int64
-	ckptAt atomic.Int64
+	job atomic.Pointer[weir.Job]
+	at  []int64
+	// onRecord, if set, sees the count of every record.
+	onRecord func(n int64)
+	seen     atomic.Int64
+	next     atomic.Int64
+	ckptAt   atomic.Int64
 }
 
 func (k *killer) check() {
 	c := k.seen.Add(1)
+	if k.onRecord != nil {
+		k.onRecord(c)
+	}
 	if c%10 == 0 {
 		time.Sleep(200 * time.Microsecond)
 	}

@@ -385,3 +385,35 @@ func TestLingeringTransactionIsAborted(t *testing.T) {
 	slices.Sort(got)
 	require.Equal(t, []string{"a", "b"}, got)
 }
+
+// A record's event timestamp becomes its timestamp in the output topic
+// (records without one get the time of production).
+func TestSinkKeepsEventTimestamps(t *testing.T) {
+	addrs := broker(t, map[string]int32{"in": 2, "out": 1})
+	base := time.UnixMilli(1_700_000_000_000)
+	in := clicks(200, 3)
+	produce(t, addrs, "in", 2, in, func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) })
+	env := weir.NewEnvironment(weir.WithParallelism(2),
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond}))
+	src := kafka.Source(env, kafka.SourceConfig[string]{Brokers: addrs, Topics: []string{"in"}, Bounded: true,
+		Deserializer: kafka.Values(strings2), Watermarks: weir.BoundedOutOfOrderness[string](time.Second, nil)})
+	kafka.Sink(src, kafka.SinkConfig[string]{Brokers: addrs, Topic: "out", Value: bytesOf, Guarantee: kafka.ExactlyOnce,
+		TransactionalIDPrefix: "ts"})
+	_, err := env.Execute(testCtx(t))
+	require.NoError(t, err)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics("out"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := testCtx(t)
+	got := map[string]time.Time{}
+	for len(got) < len(in) {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err())
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = r.Timestamp })
+	}
+	for i, v := range in {
+		require.Equal(t, base.Add(time.Duration(i)*time.Second).UnixMilli(), got[v].UnixMilli(), "record %q", v)
+	}
+}

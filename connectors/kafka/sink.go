@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/eventtime"
 )
 
 // Guarantee is a sink's delivery guarantee.
@@ -82,8 +83,10 @@ type SinkConfig[T any] struct {
 	// checkpoint interval, and should exceed it by the time a failed job
 	// takes to restart.
 	TransactionTimeout time.Duration
-	// RequestTimeout bounds a flush, a commit or an abort, and the time a
-	// record may take to be delivered (default 1 min).
+	// RequestTimeout bounds a flush, a commit or an abort (default 1 min);
+	// a record not delivered by the flush that follows it fails the job.
+	// (No delivery timeout per record: franz-go counts it from the
+	// record's timestamp, which is its event time here.)
 	RequestTimeout time.Duration
 	// ClientOptions are passed to the franz-go clients last (TLS, SASL,
 	// batching).
@@ -209,11 +212,12 @@ type committer[T any] struct {
 	sub, par int
 	log      *zap.Logger
 
-	cl      *kgo.Client // the open transaction's, or the shared one
-	open    *txn        // exactly-once: the transaction of cl
-	records int64       // written into open
-	cleaned bool        // lingering transactions aborted
-	admin   *kgo.Client // for EndTxn and listing, nil until needed
+	cl      *kgo.Client     // the open transaction's, or the shared one
+	open    *txn            // exactly-once: the transaction of cl
+	records int64           // written into open
+	cleaned bool            // lingering transactions aborted
+	ctx     context.Context // the task's (SetContext), nil: none
+	admin   *kgo.Client     // for EndTxn and listing, nil until needed
 	closed  bool
 	failed  bool // None: aborted, so nothing to flush at Close
 
@@ -227,6 +231,8 @@ type committer[T any] struct {
 var (
 	_ weir.TwoPhaseCommitter[int, *txn] = (*committer[int])(nil)
 	_ weir.CheckpointBeginner[*txn]     = (*committer[int])(nil)
+	_ weir.ContextSetter                = (*committer[int])(nil)
+	_ weir.TimestampWriter[int, *txn]   = (*committer[int])(nil)
 )
 
 func (c *committer[T]) delivered(_ *kgo.Record, err error) {
@@ -249,7 +255,7 @@ func (c *committer[T]) deliveryErr() error {
 }
 
 func (c *committer[T]) newClient(extra ...kgo.Opt) (*kgo.Client, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...), kgo.RecordDeliveryTimeout(c.cfg.RequestTimeout)}
+	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...)}
 	if c.cfg.Partitioner != nil {
 		opts = append(opts, kgo.RecordPartitioner(c.cfg.Partitioner))
 	}
@@ -262,6 +268,19 @@ func (c *committer[T]) newClient(extra ...kgo.Opt) (*kgo.Client, error) {
 }
 
 func (c *committer[T]) Begin() (*txn, error) { return c.BeginAfter(0) }
+
+// SetContext implements weir.ContextSetter.
+func (c *committer[T]) SetContext(ctx context.Context) { c.ctx = ctx }
+
+// requestCtx bounds one request (a flush, a commit, an abort) by
+// RequestTimeout and, until Close, by the task's context.
+func (c *committer[T]) requestCtx() (context.Context, context.CancelFunc) {
+	parent := c.ctx
+	if parent == nil || c.closed {
+		parent = context.Background()
+	}
+	return context.WithTimeout(parent, c.cfg.RequestTimeout)
+}
 
 // BeginAfter starts transaction prefix-subtask-(last+1). The first call
 // aborts what failed attempts left open.
@@ -295,11 +314,21 @@ func (c *committer[T]) BeginAfter(last barrier.CheckpointID) (*txn, error) {
 	return c.open, nil
 }
 
-func (c *committer[T]) Write(_ *txn, v T) error {
+func (c *committer[T]) Write(t *txn, v T) error {
+	return c.WriteTimestamped(t, v, eventtime.NoTimestamp)
+}
+
+// WriteTimestamped implements weir.TimestampWriter: a record with an event
+// timestamp gets it as its Kafka timestamp (Flink's default); without
+// one, the client sets the time of production.
+func (c *committer[T]) WriteTimestamped(_ *txn, v T, ts int64) error {
 	if err := c.deliveryErr(); err != nil {
 		return err
 	}
 	rec := &kgo.Record{Topic: c.cfg.Topic}
+	if ts != eventtime.NoTimestamp {
+		rec.Timestamp = time.UnixMilli(ts)
+	}
 	if c.cfg.TopicSelector != nil {
 		rec.Topic = c.cfg.TopicSelector(v)
 	}
@@ -324,7 +353,7 @@ func (c *committer[T]) PreCommit(t *txn) error {
 	if c.cfg.Guarantee == None {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+	ctx, cancel := c.requestCtx()
 	defer cancel()
 	if c.cfg.Guarantee == AtLeastOnce {
 		if err := c.cl.Flush(ctx); err != nil {
@@ -364,13 +393,15 @@ func (c *committer[T]) Commit(t *txn) error {
 		return nil
 	}
 	return c.withAdmin(func(ctx context.Context, adm *kgo.Client) error {
-		return endTxn(ctx, adm, t, true)
+		return endTxn(ctx, adm, c.freshAdmin, t, true)
 	})
 }
 
 // endTxn ends t with its stored producer id and epoch, retrying while the
-// coordinator is busy.
-func endTxn(ctx context.Context, cl *kgo.Client, t *txn, commit bool) error {
+// coordinator is busy or has moved. fresh returns a new client: after a
+// broker restart a client can keep asking a coordinator that is no longer
+// one.
+func endTxn(ctx context.Context, cl *kgo.Client, fresh func() (*kgo.Client, error), t *txn, commit bool) error {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.ID, t.ProducerID, t.Epoch, commit
 	backoff := 10 * time.Millisecond
@@ -381,6 +412,10 @@ func endTxn(ctx context.Context, cl *kgo.Client, t *txn, commit bool) error {
 			switch {
 			case err == nil:
 				return nil
+			case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable):
+				if c, ferr := fresh(); ferr == nil {
+					cl = c
+				}
 			case errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.ProducerFenced),
 				errors.Is(err, kerr.InvalidTxnState), errors.Is(err, kerr.InvalidProducerIDMapping),
 				errors.Is(err, kerr.TransactionalIDNotFound):
@@ -414,7 +449,7 @@ func (c *committer[T]) Abort(t *txn) error {
 		return nil
 	}
 	if t == c.open && c.cl != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+		ctx, cancel := c.requestCtx()
 		defer cancel()
 		cl := c.cl
 		c.cl, c.open = nil, nil
@@ -430,7 +465,7 @@ func (c *committer[T]) Abort(t *txn) error {
 	if !t.PreCommitted || t.Empty {
 		return nil
 	}
-	err := c.withAdmin(func(ctx context.Context, adm *kgo.Client) error { return endTxn(ctx, adm, t, false) })
+	err := c.withAdmin(func(ctx context.Context, adm *kgo.Client) error { return endTxn(ctx, adm, c.freshAdmin, t, false) })
 	if errors.Is(err, ErrTransactionLost) {
 		return nil // ended or taken over already
 	}
@@ -445,7 +480,7 @@ func (c *committer[T]) fence(id string) error {
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+	ctx, cancel := c.requestCtx()
 	defer cancel()
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		return fmt.Errorf("kafka: sink: aborting transaction %s: %w", id, err)
@@ -509,13 +544,22 @@ func parseTxnID(prefix, id string) (sub int, ckpt uint64, ok bool) {
 	return sub, ckpt, err == nil
 }
 
+// adminRetries is how often an admin client retries a request itself
+// (kgo's default is 20): endTxn retries with a fresh client instead, which
+// finds a coordinator that moved.
+const adminRetries = 3
+
+func (c *committer[T]) newAdminClient() (*kgo.Client, error) {
+	return c.newClient(kgo.RequestRetries(adminRetries))
+}
+
 // withAdmin runs fn with a client for requests that name transactions
 // themselves; after Close (commits at the end of the job) a temporary one.
 func (c *committer[T]) withAdmin(fn func(ctx context.Context, cl *kgo.Client) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+	ctx, cancel := c.requestCtx()
 	defer cancel()
 	if c.closed {
-		cl, err := c.newClient()
+		cl, err := c.newAdminClient()
 		if err != nil {
 			return err
 		}
@@ -523,7 +567,7 @@ func (c *committer[T]) withAdmin(fn func(ctx context.Context, cl *kgo.Client) er
 		return fn(ctx, cl)
 	}
 	if c.admin == nil {
-		cl, err := c.newClient()
+		cl, err := c.newAdminClient()
 		if err != nil {
 			return err
 		}
@@ -532,13 +576,31 @@ func (c *committer[T]) withAdmin(fn func(ctx context.Context, cl *kgo.Client) er
 	return fn(ctx, c.admin)
 }
 
+// freshAdmin replaces the client withAdmin hands out by a new one (its
+// coordinators and brokers looked up again). After Close it returns an
+// error: withAdmin's temporary client is then new anyway.
+func (c *committer[T]) freshAdmin() (*kgo.Client, error) {
+	if c.closed {
+		return nil, errors.New("kafka: sink closed")
+	}
+	cl, err := c.newAdminClient()
+	if err != nil {
+		return nil, err
+	}
+	if c.admin != nil {
+		c.admin.Close()
+	}
+	c.admin = cl
+	return cl, nil
+}
+
 // Close releases the clients. None flushes first, unless the sink failed.
 func (c *committer[T]) Close() error {
 	c.closed = true
 	var err error
 	if c.cl != nil {
 		if c.cfg.Guarantee == None && !c.failed {
-			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.RequestTimeout)
+			ctx, cancel := c.requestCtx()
 			if ferr := c.cl.Flush(ctx); ferr != nil {
 				err = fmt.Errorf("kafka: sink: flush: %w", ferr)
 			} else {

@@ -566,14 +566,23 @@ func (r *reader[T]) fetched() (kgo.Fetches, bool) {
 	return fs, true
 }
 
-// take puts the records of fs into the batch; a fetch error other than
-// data loss (logged: the client reset the offset) fails the source.
+// take puts the records of fs into the batch. A fetch error fails the
+// source, except data loss that skips records (logged: the broker no
+// longer has them); data loss that rewinds the client fails it too.
 func (r *reader[T]) take(fs kgo.Fetches) error {
 	var err error
 	fs.EachError(func(topic string, part int32, e error) {
 		var loss *kgo.ErrDataLoss
 		switch {
 		case errors.Is(e, context.Canceled), errors.Is(e, kgo.ErrClientClosed):
+		case errors.As(e, &loss) && loss.ResetTo < loss.ConsumedTo:
+			// The client would read again offsets the job has read: the
+			// task fails and the job restores the checkpointed offsets
+			// rather than count those records twice.
+			if err == nil {
+				err = fmt.Errorf("kafka: topic %s partition %d: the client was reset from offset %d back to %d (log truncated or leader changed): %w",
+					topic, part, loss.ConsumedTo, loss.ResetTo, e)
+			}
 		case errors.As(e, &loss):
 			r.log.Warn("data loss: the broker no longer has the offset to read", zap.Error(e))
 		case err == nil:

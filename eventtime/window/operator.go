@@ -278,6 +278,11 @@ func (op *Operator[IN, OUT]) AdvanceProcessingTime(now int64) error {
 	return op.c.timers.AdvanceProcessingTime(now, op.c.onProcTimer)
 }
 
+// PrepareSnapshot writes the operator's timers into its backend (they are
+// kept in memory between snapshots). Call it before snapshotting the
+// backend.
+func (op *Operator[IN, OUT]) PrepareSnapshot() error { return op.c.timers.Flush() }
+
 // NextProcessingTime returns the time of the earliest processing-time
 // timer, if any: the driver calls AdvanceProcessingTime when its clock
 // reaches it.

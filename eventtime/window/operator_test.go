@@ -322,6 +322,7 @@ func TestRestoreRescaled(t *testing.T) {
 				require.NoError(t, rop.ProcessElement([]byte(e.key), groupOf(e.key, maxPar), e.ts, int64(i)))
 			}
 			stor := state.NewMemoryStorage()
+			require.NoError(t, rop.PrepareSnapshot())
 			snap, err := rb.Snapshot(1, stor)
 			require.NoError(t, err)
 			h, err := snap(context.Background())

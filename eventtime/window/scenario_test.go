@@ -335,6 +335,7 @@ type int64Operator interface {
 	AdvanceWatermark(wm int64) error
 	AdvanceProcessingTime(now int64) error
 	LateRecordsDropped() int64
+	PrepareSnapshot() error
 }
 
 // run runs one command other than new and returns its output.
@@ -390,6 +391,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData, a args) string {
 		a.done(t, d)
 		h.snapID++
 		do = func(v *variant) error {
+			if err := v.op.PrepareSnapshot(); err != nil {
+				return err
+			}
 			run, err := v.b.Snapshot(h.snapID, v.stor)
 			if err != nil {
 				return err

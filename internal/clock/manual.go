@@ -10,18 +10,21 @@ import (
 // Set, which fire every timer that has come due, earliest first. It is safe
 // for concurrent use.
 type Manual struct {
-	mu     sync.Mutex
-	cond   *sync.Cond // signalled when the set of armed timers changes
-	now    time.Time
-	armed  map[*manualTimer]struct{}
-	serial uint64 // creation order, to fire equal deadlines stably
+	cond *sync.Cond // on mu; signalled when the set of armed timers changes
+	mu   struct {
+		sync.Mutex
+		now    time.Time
+		armed  map[*manualTimer]struct{}
+		serial uint64 // creation order, to fire equal deadlines stably
+	}
 }
 
 var _ Clock = (*Manual)(nil)
 
 // NewManual returns a manual clock that reads start.
 func NewManual(start time.Time) *Manual {
-	m := &Manual{now: start, armed: make(map[*manualTimer]struct{})}
+	m := &Manual{}
+	m.mu.now, m.mu.armed = start, make(map[*manualTimer]struct{})
 	m.cond = sync.NewCond(&m.mu)
 	return m
 }
@@ -30,7 +33,7 @@ func NewManual(start time.Time) *Manual {
 func (m *Manual) Now() time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.now
+	return m.mu.now
 }
 
 // NewTimer returns a timer that fires once the clock reaches now+d.
@@ -50,7 +53,7 @@ func (m *Manual) Advance(d time.Duration) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.setLocked(m.now.Add(d))
+	m.setLocked(m.mu.now.Add(d))
 }
 
 // Set moves the clock to t; a t before the current time leaves the clock
@@ -58,8 +61,8 @@ func (m *Manual) Advance(d time.Duration) {
 func (m *Manual) Set(t time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if t.Before(m.now) {
-		t = m.now
+	if t.Before(m.mu.now) {
+		t = m.mu.now
 	}
 	m.setLocked(t)
 }
@@ -68,7 +71,7 @@ func (m *Manual) Set(t time.Time) {
 func (m *Manual) Timers() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.armed)
+	return len(m.mu.armed)
 }
 
 // Next returns the earliest deadline of an armed timer.
@@ -77,7 +80,7 @@ func (m *Manual) Next() (time.Time, bool) {
 	defer m.mu.Unlock()
 	var next time.Time
 	ok := false
-	for t := range m.armed {
+	for t := range m.mu.armed {
 		if !ok || t.when.Before(next) {
 			next, ok = t.when, true
 		}
@@ -89,15 +92,15 @@ func (m *Manual) Next() (time.Time, bool) {
 func (m *Manual) BlockUntil(n int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for len(m.armed) < n {
+	for len(m.mu.armed) < n {
 		m.cond.Wait()
 	}
 }
 
 func (m *Manual) setLocked(to time.Time) {
-	m.now = to
+	m.mu.now = to
 	var due []*manualTimer
-	for t := range m.armed {
+	for t := range m.mu.armed {
 		if !t.when.After(to) {
 			due = append(due, t)
 		}
@@ -117,19 +120,19 @@ func (m *Manual) setLocked(to time.Time) {
 }
 
 func (m *Manual) armLocked(t *manualTimer, d time.Duration) {
-	m.serial++
-	t.serial = m.serial
-	t.when = m.now.Add(d)
+	m.mu.serial++
+	t.serial = m.mu.serial
+	t.when = m.mu.now.Add(d)
 	if d <= 0 {
 		m.fireLocked(t)
 		return
 	}
-	m.armed[t] = struct{}{}
+	m.mu.armed[t] = struct{}{}
 	m.cond.Broadcast()
 }
 
 func (m *Manual) fireLocked(t *manualTimer) {
-	delete(m.armed, t)
+	delete(m.mu.armed, t)
 	select {
 	case t.c <- t.when:
 	default: // a value is already waiting; timers fire once per arming
@@ -162,9 +165,9 @@ func (t *manualTimer) Reset(d time.Duration) bool {
 // stopLocked disarms t and drops a fired value nobody received, so that no
 // stale value is seen after Stop or Reset.
 func (t *manualTimer) stopLocked() bool {
-	_, was := t.m.armed[t]
+	_, was := t.m.mu.armed[t]
 	if was {
-		delete(t.m.armed, t)
+		delete(t.m.mu.armed, t)
 		t.m.cond.Broadcast()
 	}
 	select {

@@ -31,8 +31,10 @@ type checkpointing struct {
 	alignTimeout time.Duration
 	from         *deploy.RestorePoint // the job's starting point (CheckpointSpec.RestoreFrom), or nil
 
-	mu            sync.Mutex
-	cancelAttempt context.CancelCauseFunc // of the running attempt
+	mu struct {
+		sync.Mutex
+		cancelAttempt context.CancelCauseFunc // of the running attempt
+	}
 }
 
 func (ck *checkpointing) taskConfig() *task.CheckpointConfig {
@@ -215,7 +217,7 @@ func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *depl
 // failAttempt fails the running attempt (too many failed checkpoints).
 func (ck *checkpointing) failAttempt(err error) {
 	ck.mu.Lock()
-	cancel := ck.cancelAttempt
+	cancel := ck.mu.cancelAttempt
 	ck.mu.Unlock()
 	if cancel != nil {
 		cancel(err)

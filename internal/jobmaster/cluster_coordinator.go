@@ -35,8 +35,10 @@ type clusterJob struct {
 	log  *zap.Logger
 	mode barrier.Mode
 
-	mu  sync.Mutex
-	cur *clusterAttempt
+	mu struct {
+		sync.Mutex
+		cur *clusterAttempt
+	}
 }
 
 // runCluster runs the job as the coordinator of workers.
@@ -87,7 +89,7 @@ func fingerprint(g *graph.JobGraph, mode barrier.Mode) string {
 func (j *clusterJob) current() *clusterAttempt {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.cur
+	return j.mu.cur
 }
 
 // WorkerJoined implements cluster.Handler.
@@ -155,9 +157,9 @@ func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.Re
 	}
 	sources, all := j.spec.Graph.TaskKeys()
 	a := &clusterAttempt{j: j, n: cluster.Attempt(n), sources: sources, all: all,
-		owner: make(map[state.TaskKey]string, len(all)), ended: map[state.TaskKey]error{}, stats: map[state.TaskKey]task.Metrics{},
-		live: map[state.TaskKey]task.LiveMetrics{},
-		lost: map[string]error{}, commits: map[string]string{}, notify: make(chan struct{}, 1), outbox: newSerialQueue()}
+		owner: make(map[state.TaskKey]string, len(all)), notify: make(chan struct{}, 1), outbox: newSerialQueue()}
+	a.mu.ended, a.mu.stats, a.mu.live = map[state.TaskKey]error{}, map[state.TaskKey]task.Metrics{}, map[state.TaskKey]task.LiveMetrics{}
+	a.mu.lost, a.mu.commits = map[string]error{}, map[string]string{}
 	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, Mode: j.mode,
 		Alignment: j.ck.alignment, AlignmentTimeoutMillis: j.ck.alignTimeout.Milliseconds()}
 	for _, k := range all {
@@ -180,7 +182,7 @@ func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.Re
 	}
 	slices.Sort(a.workers)
 	j.mu.Lock()
-	j.cur = a
+	j.mu.cur = a
 	j.mu.Unlock()
 	for _, id := range a.workers {
 		if err := a.send(ctx, id, cluster.CoordinatorMessage{Deploy: d}); err != nil {
@@ -203,12 +205,14 @@ type clusterAttempt struct {
 	notify chan struct{} // buffered(1): something below changed
 	outbox *serialQueue  // checkpoint messages to the workers, in order
 
-	mu      sync.Mutex
-	ended   map[state.TaskKey]error // nil error: finished
-	stats   map[state.TaskKey]task.Metrics
-	live    map[state.TaskKey]task.LiveMetrics // latest reported
-	lost    map[string]error                   // workers lost during the attempt
-	commits map[string]string                  // worker → Committed's error
+	mu struct {
+		sync.Mutex
+		ended   map[state.TaskKey]error // nil error: finished
+		stats   map[state.TaskKey]task.Metrics
+		live    map[state.TaskKey]task.LiveMetrics // latest reported
+		lost    map[string]error                   // workers lost during the attempt
+		commits map[string]string                  // worker → Committed's error
+	}
 }
 
 const sendTimeout = 10 * time.Second
@@ -238,10 +242,10 @@ func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
 		return
 	}
 	a.mu.Lock()
-	if _, dup := a.ended[s.Task]; !dup {
-		a.ended[s.Task] = err
+	if _, dup := a.mu.ended[s.Task]; !dup {
+		a.mu.ended[s.Task] = err
 		if s.Metrics != nil {
-			a.stats[s.Task] = s.Metrics.ToTask()
+			a.mu.stats[s.Task] = s.Metrics.ToTask()
 		}
 		a.endedLiveLocked(s)
 	}
@@ -251,8 +255,8 @@ func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
 
 func (a *clusterAttempt) workerLost(id string, err error) {
 	a.mu.Lock()
-	if _, dup := a.lost[id]; !dup {
-		a.lost[id] = err
+	if _, dup := a.mu.lost[id]; !dup {
+		a.mu.lost[id] = err
 	}
 	a.mu.Unlock()
 	a.kick()
@@ -260,7 +264,7 @@ func (a *clusterAttempt) workerLost(id string, err error) {
 
 func (a *clusterAttempt) committed(id, errText string) {
 	a.mu.Lock()
-	a.commits[id] = errText
+	a.mu.commits[id] = errText
 	a.mu.Unlock()
 	a.kick()
 }
@@ -275,14 +279,14 @@ func (a *clusterAttempt) progress() (failure error, done bool, finished int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, id := range a.workers {
-		if err := a.lost[id]; err != nil {
+		if err := a.mu.lost[id]; err != nil {
 			if failure == nil {
 				failure = fmt.Errorf("worker %s lost: %w", id, err)
 			}
 		}
 	}
 	for _, k := range a.all {
-		err, ok := a.ended[k]
+		err, ok := a.mu.ended[k]
 		switch {
 		case !ok:
 		case err == nil:
@@ -345,7 +349,7 @@ func (a *clusterAttempt) allStopped() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, k := range a.all {
-		if _, ok := a.ended[k]; !ok && a.lost[a.owner[k]] == nil {
+		if _, ok := a.mu.ended[k]; !ok && a.mu.lost[a.owner[k]] == nil {
 			return false
 		}
 	}
@@ -369,11 +373,11 @@ func (a *clusterAttempt) resolveFinal(commit bool, completed barrier.CheckpointI
 		waiting := false
 		a.mu.Lock()
 		for _, id := range a.workers {
-			if e, ok := a.commits[id]; ok {
+			if e, ok := a.mu.commits[id]; ok {
 				if e != "" {
 					errs = append(errs, fmt.Errorf("worker %s: %s", id, e))
 				}
-			} else if err := a.lost[id]; err != nil {
+			} else if err := a.mu.lost[id]; err != nil {
 				errs = append(errs, fmt.Errorf("worker %s lost before committing: %w", id, err))
 			} else {
 				waiting = true
@@ -401,7 +405,7 @@ func (a *clusterAttempt) metrics() []task.Metrics {
 	defer a.mu.Unlock()
 	var ms []task.Metrics
 	for _, k := range a.all {
-		if m, ok := a.stats[k]; ok {
+		if m, ok := a.mu.stats[k]; ok {
 			ms = append(ms, m)
 		}
 	}
@@ -446,17 +450,17 @@ func (a *clusterAttempt) reported(worker string, r *cluster.MetricsReport) {
 		if a.owner[t.Task] != worker {
 			continue // not the worker's task
 		}
-		if _, ended := a.ended[t.Task]; ended {
+		if _, ended := a.mu.ended[t.Task]; ended {
 			continue // a report that overtook the task's end
 		}
-		a.live[t.Task] = t.ToTask()
+		a.mu.live[t.Task] = t.ToTask()
 	}
 }
 
 // endedLiveLocked marks task s.Task ended in its live metrics, with its
 // final counters when the worker sent them.
 func (a *clusterAttempt) endedLiveLocked(s *cluster.TaskStatus) {
-	m := a.live[s.Task]
+	m := a.mu.live[s.Task]
 	m.Key = s.Task
 	if s.Metrics != nil {
 		f := s.Metrics.ToTask()
@@ -473,16 +477,16 @@ func (a *clusterAttempt) endedLiveLocked(s *cluster.TaskStatus) {
 	default:
 		m.State = task.Canceled
 	}
-	a.live[s.Task] = m
+	a.mu.live[s.Task] = m
 }
 
 // samples are the latest metrics the workers reported.
 func (a *clusterAttempt) samples() []metrics.TaskSample {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]metrics.TaskSample, 0, len(a.live))
+	out := make([]metrics.TaskSample, 0, len(a.mu.live))
 	for _, k := range a.all {
-		if m, ok := a.live[k]; ok {
+		if m, ok := a.mu.live[k]; ok {
 			out = append(out, metrics.TaskSample{LiveMetrics: m, Attempt: int(a.n), Location: a.owner[k]})
 		}
 	}

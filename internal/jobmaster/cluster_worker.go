@@ -101,11 +101,13 @@ type worker struct {
 	reportCtx   context.Context
 	stopReports context.CancelFunc
 
-	mu  sync.Mutex
-	cur *workerAttempt
-	// canceledBelow is one past the newest attempt the coordinator
-	// canceled (attempts count from 0).
-	canceledBelow cluster.Attempt
+	mu struct {
+		sync.Mutex
+		cur *workerAttempt
+		// canceledBelow is one past the newest attempt the coordinator
+		// canceled (attempts count from 0).
+		canceledBelow cluster.Attempt
+	}
 }
 
 // workerAttempt is the part of one attempt running in this worker.
@@ -129,7 +131,7 @@ func (w *worker) Command(ctx context.Context, m cluster.CoordinatorMessage) erro
 		// At once, not behind a deployment or a commit waiting for the
 		// attempt's tasks; a deployment of it still queued is skipped.
 		w.mu.Lock()
-		w.canceledBelow = max(w.canceledBelow, c.Attempt+1)
+		w.mu.canceledBelow = max(w.mu.canceledBelow, c.Attempt+1)
 		w.mu.Unlock()
 		if a := w.attempt(c.Attempt); a != nil {
 			a.cancel(errors.New("weir: attempt canceled by the coordinator"))
@@ -187,14 +189,14 @@ func (w *worker) send(ctx context.Context, m cluster.WorkerMessage) {
 func (w *worker) current() *workerAttempt {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.cur
+	return w.mu.cur
 }
 
 func (w *worker) attempt(n cluster.Attempt) *workerAttempt {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cur != nil && w.cur.n == n {
-		return w.cur
+	if w.mu.cur != nil && w.mu.cur.n == n {
+		return w.mu.cur
 	}
 	return nil
 }
@@ -209,7 +211,7 @@ func (w *worker) task(n cluster.Attempt, k state.TaskKey) *task.Task {
 // stopAttempt cancels the running attempt and waits for its tasks.
 func (w *worker) stopAttempt() {
 	w.mu.Lock()
-	a := w.cur
+	a := w.mu.cur
 	w.mu.Unlock()
 	if a != nil {
 		a.cancel(errors.New("weir: worker stopping the attempt"))
@@ -221,7 +223,7 @@ func (w *worker) stopAttempt() {
 func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 	w.stopAttempt()
 	w.mu.Lock()
-	canceled := d.Attempt < w.canceledBelow
+	canceled := d.Attempt < w.mu.canceledBelow
 	w.mu.Unlock()
 	var mine []state.TaskKey
 	pl := &deploy.Placement{Attempt: int(d.Attempt), Local: map[state.TaskKey]bool{}, Remote: map[state.TaskKey]string{}, Net: w.dp}
@@ -254,8 +256,8 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 		a.byKey[t.Key()] = t
 	}
 	w.mu.Lock()
-	w.cur = a
-	canceled = d.Attempt < w.canceledBelow // while it was being deployed
+	w.mu.cur = a
+	canceled = d.Attempt < w.mu.canceledBelow // while it was being deployed
 	w.mu.Unlock()
 	if canceled {
 		cancel(errors.New("weir: attempt canceled by the coordinator"))

@@ -133,7 +133,7 @@ func (f *failover) runAttempt(ctx context.Context, a attempt) error {
 	actx, acancel := context.WithCancelCause(ctx)
 	defer acancel(nil)
 	f.ck.mu.Lock()
-	f.ck.cancelAttempt = acancel
+	f.ck.mu.cancelAttempt = acancel
 	f.ck.mu.Unlock()
 	sources, all := a.taskKeys()
 	if err := coord.Attach(sources, all, a.gateway(), coordinator.WithUpstream(f.upstream)); err != nil {

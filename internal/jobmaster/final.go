@@ -10,9 +10,11 @@ import (
 // FinalCommits holds what finished sinks commit once the job attempt
 // succeeded (or abort when it failed). Safe for concurrent use.
 type FinalCommits struct {
-	mu       sync.Mutex
-	fns      []func(commit bool, completed barrier.CheckpointID) error
-	cleanups []func() error // run after a successful job's commits
+	mu struct {
+		sync.Mutex
+		fns      []func(commit bool, completed barrier.CheckpointID) error
+		cleanups []func() error // run after a successful job's commits
+	}
 }
 
 // Add registers fn, called once when the attempt is settled: commit tells
@@ -20,14 +22,14 @@ type FinalCommits struct {
 // completed checkpoint, whose transactions must be committed all the same.
 func (f *FinalCommits) Add(fn func(commit bool, completed barrier.CheckpointID) error) {
 	f.mu.Lock()
-	f.fns = append(f.fns, fn)
+	f.mu.fns = append(f.mu.fns, fn)
 	f.mu.Unlock()
 }
 
 // AddCleanup registers fn to run once after a successful job's commits.
 func (f *FinalCommits) AddCleanup(fn func() error) {
 	f.mu.Lock()
-	f.cleanups = append(f.cleanups, fn)
+	f.mu.cleanups = append(f.mu.cleanups, fn)
 	f.mu.Unlock()
 }
 
@@ -48,8 +50,8 @@ func (f *FinalCommits) Settle(commit bool, completed barrier.CheckpointID) error
 		return nil
 	}
 	f.mu.Lock()
-	fns := f.fns
-	f.fns = nil
+	fns := f.mu.fns
+	f.mu.fns = nil
 	f.mu.Unlock()
 	var errs []error
 	for _, fn := range fns {
@@ -65,7 +67,7 @@ func (f *FinalCommits) Cleanup() error {
 		return nil
 	}
 	f.mu.Lock()
-	cl := f.cleanups
+	cl := f.mu.cleanups
 	f.mu.Unlock()
 	var errs []error
 	for _, fn := range cl {

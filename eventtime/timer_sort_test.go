@@ -1,0 +1,52 @@
+package eventtime
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The radix sort of large buckets orders like timerCompare: keys that
+// share their first bytes, keys longer than 16 bytes that differ only
+// after them, empty keys, several namespaces per key.
+func TestTimerSorterMatchesCompare(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	keyKinds := []func(i int) []byte{
+		func(i int) []byte { return []byte(fmt.Sprintf("user-%06d", i)) },
+		func(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)*0x9e3779b97f4a7c15) },
+		func(i int) []byte { return []byte(fmt.Sprintf("a-long-shared-prefix-%d", i%50)) },
+		func(i int) []byte { return []byte{byte(i % 3)} },
+		func(i int) []byte { return nil },
+	}
+	for _, n := range []int{timerRadixMin - 1, timerRadixMin, 1000, 5000} {
+		for kind, key := range keyKinds {
+			t.Run(fmt.Sprintf("n=%d/keys=%d", n, kind), func(t *testing.T) {
+				keys := map[string]*timerKey{}
+				e := make([]timerEntry, n)
+				for i := range e {
+					kb := key(rng.IntN(n))
+					k := keys[string(kb)]
+					if k == nil {
+						k = &timerKey{key: kb}
+						var p [16]byte
+						copy(p[:], kb)
+						k.prefix = timerPrefix{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])}
+						keys[string(kb)] = k
+					}
+					e[i] = timerEntry{prefix: k.prefix, k: k, ns: string(rune('a' + rng.IntN(4)))}
+				}
+				want := slices.Clone(e)
+				slices.SortStableFunc(want, func(x, y timerEntry) int { return timerCompare(&x, &y) })
+				var s timerSorter
+				s.sort(e)
+				for i := range e {
+					require.Zero(t, timerCompare(&want[i], &e[i]), "entry %d", i)
+				}
+			})
+		}
+	}
+}
