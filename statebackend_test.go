@@ -34,14 +34,14 @@ func stateBackends(t *testing.T) []struct {
 // The keyed-sum job under random kills gives the same output over every
 // backend: each key's sum, and one output per input.
 func TestStateBackendsAgreeUnderKills(t *testing.T) {
-	const n = 50000
+	const n = 40000
 	want := wantSums(n)
 	seed := uint64(time.Now().UnixNano())
 	r := rand.New(rand.NewPCG(seed, 0))
 	var failAt []int64
 	at := int64(0)
 	for range 2 {
-		at += 8000 + r.Int64N(12000)
+		at += 6000 + r.Int64N(10000)
 		failAt = append(failAt, at)
 	}
 	for _, sb := range stateBackends(t) {
@@ -159,4 +159,32 @@ func TestWithStateBackendValidation(t *testing.T) {
 	throttledSumJob(env, 10, 10, nil)
 	_, err = env.Execute(testCtx(t))
 	require.ErrorContains(t, err, "memtable size")
+}
+
+// Windows (window contents in map and list states, timers written to the
+// backend at snapshots) under kills give the batch windows on the pebble
+// backend too, with incremental checkpoints.
+func TestWindowsOnPebbleUnderKills(t *testing.T) {
+	for _, wk := range windowKinds[2:] { // session windows: they merge
+		t.Run(wk.kind, func(t *testing.T) {
+			evs := outOfOrder(7, 10000, 11, 2, 40)
+			env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+				weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 10}),
+				weir.WithAutoWatermarkInterval(5*time.Millisecond),
+				weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20, Incremental: true})))
+			var job atomic.Pointer[weir.Job]
+			faulty, _ := failAfterCheckpoint(&job, []int64{3000, 7000})
+			src := weir.FromGenerator(env, int64(len(evs)), func(i int64) event { return evs[i] }, weir.Rate(60000)).WithCodec(eventCodec)
+			ts := weir.AssignTimestamps(weir.Map(src, faulty).WithCodec(eventCodec),
+				weir.BoundedOutOfOrderness(40*time.Millisecond, func(e event) int64 { return e.TS }))
+			got, _ := weir.Collect(windowSums(ts, assigner(wk.kind, wk.size, wk.slide)))
+			j, err := env.Start(testCtx(t))
+			require.NoError(t, err)
+			job.Store(j)
+			res, err := j.Wait()
+			require.NoError(t, err)
+			require.Equal(t, batchWindows(evs, wk.kind, wk.size, wk.slide), collectedWins(got.Values()))
+			require.GreaterOrEqual(t, res.Restarts, 1)
+		})
+	}
 }

@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 	// Each check of the model tests opens several databases: fewer checks
 	// than rapid's default 100 keep the package fast under -race
 	// (-rapid.checks overrides).
-	if err := flag.Set("rapid.checks", "25"); err != nil {
+	if err := flag.Set("rapid.checks", "15"); err != nil {
 		panic(err)
 	}
 	goleak.VerifyTestMain(m)
