@@ -22,6 +22,14 @@
 //     SplitDistribute list gets an even share of the union of all previous
 //     subtasks' elements, a UnionDistribute list gets all of them.
 //
+// # State TTL
+//
+// A descriptor's TTL gives each value (each list element, each map entry)
+// a processing-time lifetime renewed on every write. The typed states
+// store the expiration time before the value and never return an expired
+// one; backends that implement TTLBackend leave expired values out of
+// their full snapshots (DropExpired).
+//
 // # Key groups
 //
 // Keys are hashed into MaxParallelism key groups (internal/keygroup); a

@@ -120,6 +120,7 @@ type Backend struct {
 
 	metas  []state.StateMeta
 	byName map[string]state.StateID
+	ttl    []func() int64 // per state: the clock of its TTL, nil without
 
 	// The current key: kbuf holds group | state | framed key, and the
 	// state bytes are rewritten for each access.
@@ -296,6 +297,18 @@ func (b *Backend) Register(name string, kind state.Kind) (state.StateID, error) 
 	b.metas = append(b.metas, state.StateMeta{Name: name, Kind: kind})
 	b.byName[name] = id
 	return id, nil
+}
+
+// EnableTTL implements state.TTLBackend: full snapshots leave the expired
+// values of s out.
+func (b *Backend) EnableTTL(s state.StateID, nowMillis func() int64) {
+	if int(s) >= len(b.metas) {
+		return
+	}
+	for len(b.ttl) <= int(s) {
+		b.ttl = append(b.ttl, nil)
+	}
+	b.ttl[s] = nowMillis
 }
 
 // States implements state.KeyedBackend.
@@ -553,6 +566,7 @@ func (b *Backend) Snapshot(id barrier.CheckpointID, w state.StateWriterFactory) 
 	}
 	snap := b.db.NewSnapshot()
 	metas := b.States()
+	ttl := append([]func() int64(nil), b.ttl...)
 	var once sync.Once
 	return func(ctx context.Context) (*state.KeyedStateHandle, error) {
 		ran := false
@@ -562,7 +576,7 @@ func (b *Backend) Snapshot(id barrier.CheckpointID, w state.StateWriterFactory) 
 		}
 		defer b.release()
 		defer snap.Close()
-		h, err := writeFull(ctx, id, w, b.maxPar, b.rng, metas, snap)
+		h, err := writeFull(ctx, id, w, b.maxPar, b.rng, metas, ttl, snap)
 		if err != nil {
 			return nil, fmt.Errorf("pebble: snapshot %d: %w", id, err)
 		}
@@ -577,7 +591,15 @@ type reader interface {
 
 // writeFull writes the key groups rng of r in the keyed snapshot format.
 func writeFull(ctx context.Context, id barrier.CheckpointID, w state.StateWriterFactory, maxPar int,
-	rng keygroup.Range, metas []state.StateMeta, r reader) (*state.KeyedStateHandle, error) {
+	rng keygroup.Range, metas []state.StateMeta, ttl []func() int64, r reader) (*state.KeyedStateHandle, error) {
+	// The clocks of the states with a TTL, read once: expired values stay
+	// out.
+	now := make([]int64, len(ttl))
+	for i, f := range ttl {
+		if f != nil {
+			now[i] = f()
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -612,6 +634,12 @@ func writeFull(ctx context.Context, id barrier.CheckpointID, w state.StateWriter
 				v, err := it.ValueAndErr()
 				if err != nil {
 					return err
+				}
+				if int(d.state) < len(ttl) && ttl[d.state] != nil {
+					var keep bool
+					if v, keep = state.DropExpired(metas[d.state].Kind, now[d.state], v); !keep {
+						continue
+					}
 				}
 				if err := kw.Record(int(d.state), d.key, d.userKey, v); err != nil {
 					return err

@@ -12,7 +12,9 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -36,6 +38,110 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Entries", func(t *testing.T) { testEntries(t, f) })
 	t.Run("Rescale", func(t *testing.T) { Rescale(t, f, f) })
 	t.Run("CloseWithSnapshotInFlight", func(t *testing.T) { testCloseInFlight(t, f) })
+	t.Run("TTL", func(t *testing.T) { testTTL(t, f) })
+}
+
+// ttlStates are one state of each kind with the same TTL and clock.
+type ttlStates struct {
+	val  *state.ValueState[int64]
+	list *state.ListState[int64]
+	m    *state.MapState[string, int64]
+	red  *state.ReducingState[int64]
+	agg  *state.AggregatingState[int64, int64, int64]
+}
+
+func newTTLStates(t testing.TB, b state.KeyedBackend, ttl state.TTL) ttlStates {
+	var s ttlStates
+	var err error
+	s.val, err = state.GetValueState(b, state.ValueDescriptor[int64]{Name: "v", Codec: Int64{}, Default: -1, TTL: ttl})
+	require.NoError(t, err)
+	s.list, err = state.GetListState(b, state.ListDescriptor[int64]{Name: "l", Codec: Int64{}, TTL: ttl})
+	require.NoError(t, err)
+	s.m, err = state.GetMapState(b, state.MapDescriptor[string, int64]{Name: "m", KeyCodec: String{}, ValueCodec: Int64{}, TTL: ttl})
+	require.NoError(t, err)
+	s.red, err = state.GetReducingState(b, state.ReducingDescriptor[int64]{Name: "r", Codec: Int64{}, Reduce: func(a, b int64) int64 { return a + b }, TTL: ttl})
+	require.NoError(t, err)
+	s.agg, err = state.GetAggregatingState(b, state.AggregatingDescriptor[int64, int64, int64]{Name: "a", AccCodec: Int64{},
+		NewAcc: func() int64 { return 0 }, Add: func(a, in int64) int64 { return a + in }, Result: func(a int64) int64 { return a }, TTL: ttl})
+	require.NoError(t, err)
+	return s
+}
+
+// testTTL: values expire TTL after their last write, are never returned
+// after, and full snapshots leave them out.
+func testTTL(t *testing.T, f Factory) {
+	var now atomic.Int64
+	now.Store(1000)
+	ttl := state.TTL{TTL: 10 * time.Millisecond, Now: func() time.Time { return time.UnixMilli(now.Load()) }}
+	b := open(t, f, 128, 1, 0)
+	s := newTTLStates(t, b, ttl)
+	setKey(b, 1)
+	require.NoError(t, s.val.Update(7))
+	require.NoError(t, s.list.Add(1))
+	require.NoError(t, s.m.Put("a", 1))
+	require.NoError(t, s.red.Add(5))
+	require.NoError(t, s.agg.Add(5))
+	setKey(b, 2)
+	require.NoError(t, s.val.Update(8)) // key 2: written again later
+
+	now.Store(1005)
+	require.NoError(t, s.val.Update(9))
+	setKey(b, 1)
+	require.NoError(t, s.list.Add(2))
+	require.NoError(t, s.m.Put("b", 2))
+	v, err := s.val.Value()
+	require.NoError(t, err)
+	require.Equal(t, int64(7), v, "alive until TTL after its write")
+
+	now.Store(1012) // the writes at 1000 expired, those at 1005 live
+	v, err = s.val.Value()
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), v, "expired: the default")
+	_, ok, err := b.Get(0, nil)
+	require.NoError(t, err)
+	require.False(t, ok, "an expired value read is deleted")
+	l, err := s.list.Get()
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, l, "list elements expire one by one")
+	_, ok, err = s.m.Get("a")
+	require.NoError(t, err)
+	require.False(t, ok)
+	ok, err = s.m.Contains("b")
+	require.NoError(t, err)
+	require.True(t, ok)
+	all := map[string]int64{}
+	require.NoError(t, s.m.All(func(k string, v int64) bool { all[k] = v; return true }))
+	require.Equal(t, map[string]int64{"b": 2}, all)
+	_, ok, err = s.red.Get()
+	require.NoError(t, err)
+	require.False(t, ok)
+	got, err := s.red.AddAndGet(3)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), got, "an expired reduced value starts over")
+	_, ok, err = s.agg.Get()
+	require.NoError(t, err)
+	require.False(t, ok)
+	setKey(b, 2)
+	v, err = s.val.Value()
+	require.NoError(t, err)
+	require.Equal(t, int64(9), v, "a write renews the TTL")
+
+	// A full snapshot leaves out what expired.
+	st := MemStorage()
+	h := Snap(t, state.KeyedBackend(b), 1, state.FullSnapshotsOnly(st), "ttl")
+	r := open(t, f, 128, 1, 0)
+	require.NoError(t, r.Restore([]state.KeyedStateHandle{h}, st))
+	rs := newTTLStates(t, r, ttl)
+	d := Dump(t, r)
+	require.Len(t, d, 4, "key 2's value, key 1's list (one element), map entry b, reduced value: %v", d)
+	setKey(r, 1)
+	l, err = rs.list.Get()
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, l)
+	now.Store(2000)
+	l, err = rs.list.Get()
+	require.NoError(t, err)
+	require.Empty(t, l)
 }
 
 func open(t testing.TB, f Factory, maxPar, par, index int) state.KeyedBackend {
