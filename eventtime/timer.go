@@ -426,11 +426,29 @@ func (s *TimerService) pruneDirty() {
 	s.dirty = kept
 }
 
+// RegisterTimerFor registers a timer of domain d at ts for record key key
+// (in key group group) in namespace ns, whatever the backend's current
+// key: a caller that knows the key saves switching the backend to it.
+// Otherwise it is RegisterEventTimeTimer or RegisterProcessingTimeTimer.
+func (s *TimerService) RegisterTimerFor(d TimerDomain, key []byte, group int, ts int64, ns []byte) error {
+	if d > TimerProcessingTime {
+		return fmt.Errorf("eventtime: unknown timer domain %d", d)
+	}
+	if group < 0 {
+		return fmt.Errorf("eventtime: %s timer registered without a key group", d)
+	}
+	return s.registerFor(d, key, group, ts, ns)
+}
+
 func (s *TimerService) register(d TimerDomain, ts int64, ns []byte) error {
 	key, group := s.b.CurrentKey()
 	if group < 0 {
 		return fmt.Errorf("eventtime: %s timer registered without a current key", d)
 	}
+	return s.registerFor(d, key, group, ts, ns)
+}
+
+func (s *TimerService) registerFor(d TimerDomain, key []byte, group int, ts int64, ns []byte) error {
 	k := s.intern(key, group)
 	if string(ns) != s.lastNS {
 		s.lastNS = string(ns)

@@ -478,3 +478,21 @@ func TestTimerDirtyListBounded(t *testing.T) {
 	require.NoError(t, s.Flush())
 	require.Empty(t, s.dirty)
 }
+
+// RegisterTimerFor registers for the given key, not the backend's current
+// one, and leaves the current key alone.
+func TestRegisterTimerFor(t *testing.T) {
+	b := timerTestBackend(t, 128, 1, 0)
+	s, err := NewTimerService(b, "")
+	require.NoError(t, err)
+	timerTestSetKey(b, "current")
+	require.NoError(t, s.RegisterTimerFor(TimerEventTime, []byte("other"), timerTestGroup("other", 128), 5, []byte("w")))
+	require.NoError(t, s.RegisterTimerFor(TimerEventTime, []byte("other"), timerTestGroup("other", 128), 5, []byte("w")), "again: nothing")
+	require.Error(t, s.RegisterTimerFor(TimerEventTime, []byte("x"), -1, 5, nil))
+	require.Error(t, s.RegisterTimerFor(TimerDomain(7), []byte("x"), 0, 5, nil))
+	k, _ := b.CurrentKey()
+	require.Equal(t, "current", string(k))
+	var fired []timerRec
+	require.NoError(t, s.AdvanceWatermark(5, timerRecorder(t, b, &fired)))
+	require.Equal(t, []timerRec{{5, "other", "w"}}, fired)
+}

@@ -435,14 +435,12 @@ func (c *core) register(event bool, w Window, t int64) error {
 	if r.valid && r.event == event && r.w == w && r.t == t {
 		return nil
 	}
-	c.useKey()
 	c.nsbuf = appendWindow(c.nsbuf[:0], w)
-	var err error
+	d := eventtime.TimerProcessingTime
 	if event {
-		err = c.timers.RegisterEventTimeTimer(t, c.nsbuf)
-	} else {
-		err = c.timers.RegisterProcessingTimeTimer(t, c.nsbuf)
+		d = eventtime.TimerEventTime
 	}
+	err := c.timers.RegisterTimerFor(d, c.key, c.kg, t, c.nsbuf)
 	r.valid, r.event, r.w, r.t = err == nil, event, w, t
 	return err
 }
