@@ -93,6 +93,9 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 		Metrics: c.metrics.spec(c.logger),
 		Logger:  c.logger,
 	}
+	if c.stateBackend != nil {
+		spec.Deploy.NewKeyedBackend = c.stateBackend.factory(c.logger)
+	}
 	if ck := c.ckpt; ck != nil {
 		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir, RestoreFrom: c.restoreFrom}
 	}
