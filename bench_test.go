@@ -34,7 +34,14 @@ func keyedSum(env *weir.Environment, n int64) {
 	weir.Discard(sums)
 }
 
-func BenchmarkJobInProcess(b *testing.B) { benchmarkKeyedSum(b) }
+// BenchmarkJobInProcess runs the keyed-sum job on the heap state backend
+// (p=1, p=2) and on the pebble backend (backend=pebble/p=1, p=2).
+func BenchmarkJobInProcess(b *testing.B) {
+	benchmarkKeyedSum(b)
+	b.Run("backend=pebble", func(b *testing.B) {
+		benchmarkKeyedSum(b, weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{Dir: b.TempDir()})))
+	})
+}
 
 // BenchmarkJobTCP is BenchmarkJobInProcess with every exchange over
 // loopback TCP.

@@ -24,9 +24,9 @@ import (
 // failure restores from a checkpoint whatever the machine's speed; the
 // source holds its end back (waiting without blocking its task) until
 // every failure fired, and fires those still due itself.
-func keyedSumJob(t *testing.T, tr weir.Option, mode weir.CheckpointConfig, n int64, p int, failAt []int64, dir string) (map[int64]int64, int, *weir.Result) {
+func keyedSumJob(t *testing.T, tr weir.Option, mode weir.CheckpointConfig, n int64, p int, failAt []int64, dir string, opts ...weir.Option) (map[int64]int64, int, *weir.Result) {
 	t.Helper()
-	env := weir.NewEnvironment(tr, weir.WithParallelism(p), weir.WithCheckpointing(mode), weir.WithBufferTimeout(time.Millisecond))
+	env := weir.NewEnvironment(append([]weir.Option{tr, weir.WithParallelism(p), weir.WithCheckpointing(mode), weir.WithBufferTimeout(time.Millisecond)}, opts...)...)
 	var (
 		processed   atomic.Int64
 		next        atomic.Int64

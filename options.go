@@ -32,6 +32,7 @@ type config struct {
 	restoreFrom      string
 	cluster          *ClusterConfig
 	debloat          *DebloatConfig
+	stateBackend     StateBackend // nil: heap
 	// watermarkInterval is how often watermark generators emit
 	// periodically (0: never).
 	watermarkInterval time.Duration
@@ -91,6 +92,11 @@ func (c *config) validate() error {
 		if err := (debloat.Config{Target: d.Target, Period: d.Period, Samples: d.Samples, Threshold: d.Threshold,
 			MinSize: d.MinSize, MaxSize: c.segmentSize}).Validate(); err != nil {
 			return fmt.Errorf("weir: buffer debloating: %w", err)
+		}
+	}
+	if c.stateBackend != nil {
+		if err := c.stateBackend.validate(); err != nil {
+			return err
 		}
 	}
 	if c.restoreFrom != "" && c.ckpt == nil {

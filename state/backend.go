@@ -158,11 +158,37 @@ type StateReader interface {
 	OpenState(h StreamHandle) (StateFile, error)
 }
 
+// SharedStateWriterFactory is a StateWriterFactory of checkpoint storage
+// that also keeps files shared between checkpoints (incremental
+// snapshots). A backend that snapshots incrementally checks for it and
+// writes full snapshots without it.
+type SharedStateWriterFactory interface {
+	StateWriterFactory
+	// CreateSharedStateWriter creates a shared file, name, of the backend
+	// instance backend, uploaded for checkpoint id. Later checkpoints may
+	// refer to it; it is deleted once no remaining checkpoint does (see
+	// IncrementalHandle).
+	CreateSharedStateWriter(id barrier.CheckpointID, backend, name string) (StateWriter, error)
+}
+
+// CheckpointListener is implemented by keyed backends that want to know
+// which checkpoints completed (an incremental backend refers only to files
+// of completed checkpoints). The task calls it on its own goroutine.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(id barrier.CheckpointID)
+}
+
 // PrefixedWriters returns a factory that prefixes every name with prefix and
 // a dash, so that one task can hand each operator's backend its own
-// namespace (e.g. prefix "map-3-op2" makes "map-3-op2-keyed").
+// namespace (e.g. prefix "map-3-op2" makes "map-3-op2-keyed"). If f is a
+// SharedStateWriterFactory, so is the result (shared files are named by
+// their backend, not prefixed).
 func PrefixedWriters(f StateWriterFactory, prefix string) StateWriterFactory {
-	return prefixed{f: f, prefix: prefix}
+	p := prefixed{f: f, prefix: prefix}
+	if sf, ok := f.(SharedStateWriterFactory); ok {
+		return prefixedShared{prefixed: p, sf: sf}
+	}
+	return p
 }
 
 type prefixed struct {
@@ -172,4 +198,23 @@ type prefixed struct {
 
 func (p prefixed) CreateStateWriter(id barrier.CheckpointID, name string) (StateWriter, error) {
 	return p.f.CreateStateWriter(id, p.prefix+"-"+name)
+}
+
+type prefixedShared struct {
+	prefixed
+	sf SharedStateWriterFactory
+}
+
+func (p prefixedShared) CreateSharedStateWriter(id barrier.CheckpointID, backend, name string) (StateWriter, error) {
+	return p.sf.CreateSharedStateWriter(id, backend, name)
+}
+
+// FullSnapshotsOnly hides f's shared files, if any, so that backends write
+// self-contained snapshots: the task uses it for savepoints.
+func FullSnapshotsOnly(f StateWriterFactory) StateWriterFactory { return fullOnly{f} }
+
+type fullOnly struct{ f StateWriterFactory }
+
+func (f fullOnly) CreateStateWriter(id barrier.CheckpointID, name string) (StateWriter, error) {
+	return f.f.CreateStateWriter(id, name)
 }

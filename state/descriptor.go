@@ -7,12 +7,15 @@ type ValueDescriptor[T any] struct {
 	Name    string
 	Codec   codec.Codec[T]
 	Default T // returned by Value for a key without a value
+	TTL     TTL
 }
 
 // ListDescriptor names a list state (keyed, or operator state).
 type ListDescriptor[T any] struct {
 	Name  string
 	Codec codec.Codec[T]
+	// TTL of each element (keyed list states only).
+	TTL TTL
 }
 
 // MapDescriptor names a keyed map state.
@@ -20,6 +23,7 @@ type MapDescriptor[K, V any] struct {
 	Name       string
 	KeyCodec   codec.Codec[K]
 	ValueCodec codec.Codec[V]
+	TTL        TTL // of each entry
 }
 
 // ReducingDescriptor names a keyed reducing state: each added value is
@@ -28,6 +32,7 @@ type ReducingDescriptor[T any] struct {
 	Name   string
 	Codec  codec.Codec[T]
 	Reduce func(acc, v T) T
+	TTL    TTL
 }
 
 // AggregatingDescriptor names a keyed aggregating state: inputs are added to
@@ -39,4 +44,5 @@ type AggregatingDescriptor[IN, ACC, OUT any] struct {
 	NewAcc   func() ACC
 	Add      func(acc ACC, in IN) ACC
 	Result   func(acc ACC) OUT
+	TTL      TTL
 }

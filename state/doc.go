@@ -14,11 +14,21 @@
 //     Typed states are created from descriptors (GetValueState and friends)
 //     and encode values with codec.Codec. KeyedBackend itself is
 //     byte-oriented — (state, key group, key, user key) → value bytes — so a
-//     new backend implements only that; package heap is the in-memory one.
+//     new backend implements only that; package heap is the in-memory one,
+//     package pebble the embedded LSM one (state larger than memory,
+//     incremental checkpoints).
 //   - Operator state belongs to a subtask, not to a key: named lists
 //     (GetOperatorListState) in an OperatorBackend. On restore a
 //     SplitDistribute list gets an even share of the union of all previous
 //     subtasks' elements, a UnionDistribute list gets all of them.
+//
+// # State TTL
+//
+// A descriptor's TTL gives each value (each list element, each map entry)
+// a processing-time lifetime renewed on every write. The typed states
+// store the expiration time before the value and never return an expired
+// one; backends that implement TTLBackend leave expired values out of
+// their full snapshots (DropExpired).
 //
 // # Key groups
 //
@@ -62,13 +72,27 @@
 // the parallelism it was taken at. A task that had finished when a
 // checkpoint started is recorded in the Metadata with
 // TaskSnapshot.Finished and no state: a restored job runs nothing of it.
-// Metadata and task snapshots are at version 2; version 1 files are still
-// read.
+// Metadata and task snapshots are at version 3 when they hold incremental
+// keyed state and at version 2 otherwise; versions 1 and 2 are still read.
+//
+// # Incremental snapshots and shared files
+//
+// A backend may snapshot incrementally when its StateWriterFactory is a
+// SharedStateWriterFactory (FileStorage is): its KeyedStateHandle then
+// lists, in Incremental, files shared between checkpoints (written once,
+// referred to by later checkpoints) and files of its own. FileStorage
+// keeps shared files under <dir>/shared/<backend>/ and counts references
+// through the metadata of the checkpoints in its directory: Discard
+// deletes the shared files of the discarded checkpoint that no other
+// checkpoint refers to; Latest verifies shared files too. A backend
+// refers only to files of checkpoints it was told completed
+// (CheckpointListener). Savepoints hide shared files (FullSnapshotsOnly)
+// and are always self-contained.
 //
 // # The caller's duties, in order
 //
-//  1. Create the backends (heap.New with the subtask's max parallelism,
-//     parallelism and index; NewOperatorBackend).
+//  1. Create the backends (heap.New or pebble.New with the subtask's max
+//     parallelism, parallelism and index; NewOperatorBackend).
 //  2. On a restart, Restore them from the handles of ALL previous subtasks
 //     of the operator (from Storage.Latest or OpenSavepoint), before
 //     creating any state.
@@ -81,7 +105,8 @@
 //     to another goroutine and call each exactly once; collect the handles
 //     into an OperatorSubtaskState and acknowledge.
 //  6. The coordinator writes the Metadata (WriteMetadata) once every task
-//     acknowledged, and Discards checkpoints beyond retention.
+//     acknowledged, tells the tasks (which tell their keyed backends that
+//     are CheckpointListeners), and Discards checkpoints beyond retention.
 //  7. Close the backends when the task ends, after the asynchronous parts
 //     in flight have returned.
 package state

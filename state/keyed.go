@@ -42,16 +42,22 @@ func GetValueState[T any](b KeyedBackend, d ValueDescriptor[T]) (*ValueState[T],
 	if err != nil {
 		return nil, err
 	}
-	return &ValueState[T]{b: b, id: id, c: d.Codec, def: d.Default}, nil
+	enableTTL(b, id, d.TTL)
+	return &ValueState[T]{b: b, id: id, c: withTTL(d.Codec, d.TTL), def: d.Default}, nil
 }
 
-// Value returns the current key's value, or the descriptor's Default.
+// Value returns the current key's value, or the descriptor's Default (also
+// when the value expired: it is then deleted).
 func (s *ValueState[T]) Value() (T, error) {
 	raw, ok, err := s.b.Get(s.id, nil)
 	if err != nil || !ok {
 		return s.def, err
 	}
-	return s.c.Decode(raw)
+	v, err := s.c.Decode(raw)
+	if errors.Is(err, errExpired) {
+		return s.def, s.b.Clear(s.id)
+	}
+	return v, err
 }
 
 // Update sets the current key's value.
@@ -79,7 +85,8 @@ func GetListState[T any](b KeyedBackend, d ListDescriptor[T]) (*ListState[T], er
 	if err != nil {
 		return nil, err
 	}
-	return &ListState[T]{b: b, id: id, c: d.Codec}, nil
+	enableTTL(b, id, d.TTL)
+	return &ListState[T]{b: b, id: id, c: withTTL(d.Codec, d.TTL)}, nil
 }
 
 // Add appends v to the current key's list.
@@ -110,6 +117,9 @@ func (s *ListState[T]) All(fn func(T) bool) error {
 		}
 		raw = rest
 		v, err := s.c.Decode(e)
+		if errors.Is(err, errExpired) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -140,6 +150,7 @@ func (s *ListState[T]) Clear() error { return s.b.Clear(s.id) }
 type MapState[K, V any] struct {
 	b    KeyedBackend
 	id   StateID
+	ttl  bool
 	kc   codec.Codec[K]
 	vc   codec.Codec[V]
 	kbuf []byte
@@ -153,7 +164,8 @@ func GetMapState[K, V any](b KeyedBackend, d MapDescriptor[K, V]) (*MapState[K, 
 	if err != nil {
 		return nil, err
 	}
-	return &MapState[K, V]{b: b, id: id, kc: d.KeyCodec, vc: d.ValueCodec}, nil
+	enableTTL(b, id, d.TTL)
+	return &MapState[K, V]{b: b, id: id, ttl: d.TTL.enabled(), kc: d.KeyCodec, vc: withTTL(d.ValueCodec, d.TTL)}, nil
 }
 
 // Get returns the value of user key k of the current key.
@@ -165,11 +177,18 @@ func (s *MapState[K, V]) Get(k K) (V, bool, error) {
 		return zero, false, err
 	}
 	v, err := s.vc.Decode(raw)
+	if errors.Is(err, errExpired) {
+		return zero, false, nil
+	}
 	return v, err == nil, err
 }
 
 // Contains reports whether user key k is present for the current key.
 func (s *MapState[K, V]) Contains(k K) (bool, error) {
+	if s.ttl {
+		_, ok, err := s.Get(k)
+		return ok, err
+	}
 	s.kbuf = s.kc.Append(s.kbuf[:0], k)
 	_, ok, err := s.b.Get(s.id, s.kbuf)
 	return ok, err
@@ -199,6 +218,9 @@ func (s *MapState[K, V]) All(fn func(K, V) bool) error {
 			return false
 		}
 		v, err := s.vc.Decode(uv)
+		if errors.Is(err, errExpired) {
+			return true
+		}
 		if err != nil {
 			derr = err
 			return false
@@ -214,6 +236,10 @@ func (s *MapState[K, V]) All(fn func(K, V) bool) error {
 // IsEmpty reports whether the current key's map has no entries.
 func (s *MapState[K, V]) IsEmpty() (bool, error) {
 	empty := true
+	if s.ttl {
+		err := s.All(func(K, V) bool { empty = false; return false })
+		return empty, err
+	}
 	err := s.b.Iterate(s.id, func(_, _ []byte) bool { empty = false; return false })
 	return empty, err
 }
@@ -241,7 +267,8 @@ func GetReducingState[T any](b KeyedBackend, d ReducingDescriptor[T]) (*Reducing
 	if err != nil {
 		return nil, err
 	}
-	return &ReducingState[T]{b: b, id: id, c: d.Codec, reduce: d.Reduce}, nil
+	enableTTL(b, id, d.TTL)
+	return &ReducingState[T]{b: b, id: id, c: withTTL(d.Codec, d.TTL), reduce: d.Reduce}, nil
 }
 
 // Get returns the current key's reduced value and whether there is one.
@@ -252,6 +279,9 @@ func (s *ReducingState[T]) Get() (T, bool, error) {
 		return zero, false, err
 	}
 	v, err := s.c.Decode(raw)
+	if errors.Is(err, errExpired) {
+		return zero, false, nil
+	}
 	return v, err == nil, err
 }
 
@@ -304,6 +334,8 @@ func GetAggregatingState[IN, ACC, OUT any](b KeyedBackend, d AggregatingDescript
 	if err != nil {
 		return nil, err
 	}
+	enableTTL(b, id, d.TTL)
+	d.AccCodec = withTTL(d.AccCodec, d.TTL)
 	return &AggregatingState[IN, ACC, OUT]{b: b, id: id, d: d}, nil
 }
 
@@ -315,6 +347,9 @@ func (s *AggregatingState[IN, ACC, OUT]) Get() (OUT, bool, error) {
 		return zero, false, err
 	}
 	acc, err := s.d.AccCodec.Decode(raw)
+	if errors.Is(err, errExpired) {
+		return zero, false, nil
+	}
 	if err != nil {
 		return zero, false, err
 	}
@@ -329,10 +364,14 @@ func (s *AggregatingState[IN, ACC, OUT]) Add(in IN) error {
 	}
 	var acc ACC
 	if ok {
-		if acc, err = s.d.AccCodec.Decode(raw); err != nil {
+		acc, err = s.d.AccCodec.Decode(raw)
+		if errors.Is(err, errExpired) {
+			ok = false
+		} else if err != nil {
 			return err
 		}
-	} else {
+	}
+	if !ok {
 		acc = s.d.NewAcc()
 	}
 	acc = s.d.Add(acc, in)

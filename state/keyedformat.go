@@ -176,6 +176,9 @@ func ReadKeyedSnapshots(handles []KeyedStateHandle, maxParallelism int, rng keyg
 		if lo > hi {
 			continue
 		}
+		if h.Incremental != nil {
+			return fmt.Errorf("state: the keyed state of key groups %s is an incremental snapshot of backend %s: only the backend kind that wrote it restores it (restore from a savepoint to change backends)", h.KeyGroups, h.Incremental.Backend)
+		}
 		if len(h.Offsets) != h.KeyGroups.Len() {
 			return &CorruptError{Path: h.Path, Reason: fmt.Sprintf("handle has %d offsets for key groups %s", len(h.Offsets), h.KeyGroups)}
 		}

@@ -21,16 +21,21 @@ import (
 //	task      = vertex:string subtask snapshot
 //	snapshot  = tflags:u8 [channels] nOps op*    (tflags bit0 finished, bit1 channels)
 //	channels  = stream nInputs nOutputs nSubs*
-//	op        = operatorID:string flags:u8 [keyed] [operator] (flags bit0 keyed, bit1 operator)
+//	op        = operatorID:string flags:u8 [keyed] [operator] [incr] (flags bit0 keyed, bit1 operator, bit2 incremental keyed)
 //	keyed     = stream start end nOffsets offset*
 //	operator  = stream nStates (name:string distribution:u8 nOffsets offset*)*
+//	incr      = backend:string nShared file* nPrivate file*
+//	file      = name:string stream
 //	stream    = path:string size checksum:u32le
 //
-// Version 1 (weir before unaligned checkpoints and finished tasks) is the
-// same without tflags and channels; it is still read.
+// Version 3 adds incremental keyed state (flags bit2, version 3 only); a
+// file without it is written as version 2, so that jobs without
+// incremental checkpoints write what earlier weir reads. Version 1 (weir
+// before unaligned checkpoints and finished tasks) is version 2 without
+// tflags and channels. All three are read.
 //
-// The task snapshot format (version 2, EncodeTaskSnapshot; version 1 is
-// still read) frames one snapshot of the same grammar the same way:
+// The task snapshot format (EncodeTaskSnapshot; same versions) frames one
+// snapshot of the same grammar the same way:
 //
 //	file      = "WEIRSNAP" version:u16le snapshot crc:u32le
 
@@ -40,8 +45,10 @@ var (
 )
 
 const (
-	metaVersion = 2
-	snapVersion = 2
+	metaVersion = 3
+	snapVersion = 3
+	// plainVersion is written when no snapshot is incremental.
+	plainVersion = 2
 	// oldestVersion is the oldest metadata and snapshot version read.
 	oldestVersion = 1
 )
@@ -54,7 +61,11 @@ var ErrCorruptSnapshot = errors.New("state: corrupt task snapshot")
 // own magic, version and checksum. Equal snapshots encode to equal bytes.
 func EncodeTaskSnapshot(ts TaskSnapshot) []byte {
 	b := append([]byte(nil), snapMagic...)
-	b = binary.LittleEndian.AppendUint16(b, snapVersion)
+	v := uint16(plainVersion)
+	if ts.incremental() {
+		v = snapVersion
+	}
+	b = binary.LittleEndian.AppendUint16(b, v)
 	b = appendSnapshot(b, ts)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -99,7 +110,13 @@ func openFrame(b, magic []byte, version uint16, what string) ([]byte, uint16, er
 // EncodeMetadata encodes m in the versioned binary metadata format.
 func EncodeMetadata(m Metadata) []byte {
 	b := append([]byte(nil), metaMagic...)
-	b = binary.LittleEndian.AppendUint16(b, metaVersion)
+	v := uint16(plainVersion)
+	for _, ts := range m.Tasks {
+		if ts.incremental() {
+			v = metaVersion
+		}
+	}
+	b = binary.LittleEndian.AppendUint16(b, v)
 	b = binary.AppendUvarint(b, uint64(m.ID))
 	b = binary.AppendVarint(b, m.Timestamp)
 	b = append(b, byte(m.Kind))
@@ -153,6 +170,9 @@ func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
 		if st.Operator != nil {
 			flags |= 2
 		}
+		if st.Keyed != nil && st.Keyed.Incremental != nil {
+			flags |= 4
+		}
 		b = append(b, flags)
 		if k := st.Keyed; k != nil {
 			b = appendStream(b, k.StreamHandle)
@@ -170,8 +190,29 @@ func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
 				b = appendOffsets(b, o.States[n].Offsets)
 			}
 		}
+		if st.Keyed != nil && st.Keyed.Incremental != nil {
+			inc := st.Keyed.Incremental
+			b = appendString(b, inc.Backend)
+			for _, fs := range [][]NamedHandle{inc.Shared, inc.Private} {
+				b = binary.AppendUvarint(b, uint64(len(fs)))
+				for _, f := range fs {
+					b = appendString(b, f.Name)
+					b = appendStream(b, f.StreamHandle)
+				}
+			}
+		}
 	}
 	return b
+}
+
+// incremental reports whether ts has incremental keyed state.
+func (ts TaskSnapshot) incremental() bool {
+	for _, st := range ts.Operators {
+		if st.Keyed != nil && st.Keyed.Incremental != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -268,7 +309,11 @@ func (d *decoder) snapshot() TaskSnapshot {
 	for range nops {
 		op := d.string()
 		flags := d.byte()
-		if flags&^3 != 0 && d.err == nil {
+		known := byte(3)
+		if d.version >= 3 {
+			known = 7
+		}
+		if (flags&^known != 0 || flags&5 == 4) && d.err == nil {
 			d.err = fmt.Errorf("operator %q: unknown flags %#x", op, flags)
 		}
 		var st OperatorSubtaskState
@@ -288,12 +333,34 @@ func (d *decoder) snapshot() TaskSnapshot {
 			}
 			st.Operator = o
 		}
+		if flags&4 != 0 && st.Keyed != nil {
+			inc := &IncrementalHandle{Backend: d.string()}
+			inc.Shared = d.files()
+			inc.Private = d.files()
+			st.Keyed.Incremental = inc
+		}
 		if d.err != nil {
 			break
 		}
 		ts.Operators[op] = st
 	}
 	return ts
+}
+
+func (d *decoder) files() []NamedHandle {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	fs := make([]NamedHandle, 0, n)
+	for range n {
+		name := d.string()
+		fs = append(fs, NamedHandle{Name: name, StreamHandle: d.stream()})
+		if d.err != nil {
+			return nil
+		}
+	}
+	return fs
 }
 
 func (d *decoder) uvarint() uint64 {
@@ -400,6 +467,10 @@ func (m Metadata) Clone() Metadata {
 			if st.Keyed != nil {
 				kh := *st.Keyed
 				kh.Offsets = slices.Clone(kh.Offsets)
+				if inc := kh.Incremental; inc != nil {
+					kh.Incremental = &IncrementalHandle{Backend: inc.Backend,
+						Shared: slices.Clone(inc.Shared), Private: slices.Clone(inc.Private)}
+				}
 				n.Keyed = &kh
 			}
 			if st.Operator != nil {
@@ -438,8 +509,16 @@ func (m Metadata) rewriteHandles(fn func(*StreamHandle)) {
 		}
 		for _, op := range sortedKeys(ts.Operators) {
 			st := ts.Operators[op]
-			if st.Keyed != nil {
-				fn(&st.Keyed.StreamHandle)
+			if k := st.Keyed; k != nil && k.Incremental == nil {
+				fn(&k.StreamHandle)
+			}
+			if k := st.Keyed; k != nil && k.Incremental != nil {
+				for i := range k.Incremental.Shared {
+					fn(&k.Incremental.Shared[i].StreamHandle)
+				}
+				for i := range k.Incremental.Private {
+					fn(&k.Incremental.Private[i].StreamHandle)
+				}
 			}
 			if st.Operator != nil {
 				fn(&st.Operator.StreamHandle)
@@ -452,5 +531,20 @@ func (m Metadata) rewriteHandles(fn func(*StreamHandle)) {
 func (m Metadata) StreamHandles() []StreamHandle {
 	var hs []StreamHandle
 	m.Clone().rewriteHandles(func(h *StreamHandle) { hs = append(hs, *h) })
+	return hs
+}
+
+// sharedHandles lists the shared files of m's incremental snapshots.
+func (m Metadata) sharedHandles() []StreamHandle {
+	var hs []StreamHandle
+	for _, ts := range m.Tasks {
+		for _, st := range ts.Operators {
+			if st.Keyed != nil && st.Keyed.Incremental != nil {
+				for _, f := range st.Keyed.Incremental.Shared {
+					hs = append(hs, f.StreamHandle)
+				}
+			}
+		}
+	}
 	return hs
 }

@@ -48,6 +48,9 @@ func GetOperatorListState[T any](b *OperatorBackend, d ListDescriptor[T], dist D
 	if dist != SplitDistribute && dist != UnionDistribute {
 		return nil, fmt.Errorf("state: operator list state %q: unknown distribution %d", d.Name, dist)
 	}
+	if d.TTL.enabled() {
+		return nil, fmt.Errorf("state: operator list state %q: a TTL is for keyed state only", d.Name)
+	}
 	s, ok := b.states[d.Name]
 	if !ok {
 		s = &opState{dist: dist}

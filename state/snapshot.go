@@ -15,10 +15,47 @@ type StreamHandle struct {
 // KeyedStateHandle is one subtask's keyed state for a range of key groups.
 // Offsets[i] is the byte offset of key group KeyGroups.Start+i in the file,
 // so a rescaled job can read only the groups it owns.
+//
+// An incremental snapshot has Incremental set instead of a file and
+// offsets: its state is the backend's own files, some shared with other
+// checkpoints; only the backend that wrote it can restore it.
 type KeyedStateHandle struct {
 	StreamHandle
-	KeyGroups keygroup.Range
-	Offsets   []int64
+	KeyGroups   keygroup.Range
+	Offsets     []int64
+	Incremental *IncrementalHandle
+}
+
+// IncrementalHandle lists the files of an incremental keyed snapshot. Shared
+// files are immutable and may be referenced by several checkpoints: one
+// uploads a file, later ones refer to it while their backend still uses it.
+// Storage deletes a shared file only when no remaining checkpoint refers
+// to it. Private files belong to this checkpoint alone.
+type IncrementalHandle struct {
+	// Backend identifies the backend instance that wrote the files; shared
+	// files are stored per backend and name.
+	Backend string
+	Shared  []NamedHandle
+	Private []NamedHandle
+}
+
+// NamedHandle is a file of an incremental snapshot: its name in the
+// backend's local directory and where it lies in checkpoint storage.
+type NamedHandle struct {
+	Name string
+	StreamHandle
+}
+
+// Size is the total bytes of the files of h.
+func (h *IncrementalHandle) Size() int64 {
+	var n int64
+	for _, f := range h.Shared {
+		n += f.Size
+	}
+	for _, f := range h.Private {
+		n += f.Size
+	}
+	return n
 }
 
 // OperatorStateHandle is one subtask's operator (non-keyed) state: named list
@@ -57,6 +94,9 @@ func (s OperatorSubtaskState) Size() int64 {
 	var n int64
 	if s.Keyed != nil {
 		n += s.Keyed.Size
+		if s.Keyed.Incremental != nil {
+			n += s.Keyed.Incremental.Size()
+		}
 	}
 	if s.Operator != nil {
 		n += s.Operator.Size

@@ -155,7 +155,7 @@ func TestTaskSnapshotCorrupt(t *testing.T) {
 	}{
 		{"nil", nil, "bad magic or too short"},
 		{"metadata", state.EncodeMetadata(state.Metadata{ID: 1}), "bad magic"},
-		{"version 3", frame("WEIRSNAP", 3, body), "unsupported task snapshot version 3"},
+		{"version 4", frame("WEIRSNAP", 4, body), "unsupported task snapshot version 4"},
 		{"version 0", frame("WEIRSNAP", 0, body), "unsupported task snapshot version 0"},
 		{"trailing byte", frame("WEIRSNAP", 2, append(append([]byte(nil), body...), 0)), "1 trailing bytes"},
 		{"truncated body", frame("WEIRSNAP", 2, body[:len(body)-1]), "truncated"},

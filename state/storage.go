@@ -88,6 +88,16 @@ func (c FileStorageConfig) Validate() error {
 //
 //	<Dir>/chk-<id>/<name>       one file per task state (name unique per task/operator/kind)
 //	<Dir>/chk-<id>/_metadata    written last: its presence makes the checkpoint complete
+//	<Dir>/shared/<backend>/<id>-<name>   a file of incremental snapshots, uploaded for checkpoint id
+//
+// Shared files are reference-counted by the checkpoints whose metadata
+// refers to them: Discard deletes those of the discarded checkpoint (the
+// ones it refers to and the ones uploaded for it) that no other checkpoint
+// in the directory refers to. An incremental backend refers only to shared
+// files of checkpoints it was told completed, and a checkpoint is discarded
+// by retention only once a newer one completed, which refers to every
+// shared file the backend still uses; so a shared file a retained
+// checkpoint refers to is never deleted.
 //
 // Every file is written to a temporary name, fsynced, renamed into place and
 // its directory fsynced. Handles hold paths relative to Dir, and every state
@@ -155,6 +165,21 @@ func (s *FileStorage) CreateStateWriter(id barrier.CheckpointID, name string) (S
 	}
 	rel := path.Join(chkDir(id), name)
 	return s.createAtomic(rel)
+}
+
+// sharedDir is the directory of shared files.
+const sharedDir = "shared"
+
+// CreateSharedStateWriter creates shared file name of backend, uploaded for
+// checkpoint id (see FileStorage).
+func (s *FileStorage) CreateSharedStateWriter(id barrier.CheckpointID, backend, name string) (StateWriter, error) {
+	if id == 0 {
+		return nil, errors.New("state: checkpoint id 0")
+	}
+	if err := errors.Join(validName(backend), validName(name)); err != nil {
+		return nil, err
+	}
+	return s.createAtomic(path.Join(sharedDir, backend, fmt.Sprintf("%d-%s", id, name)))
 }
 
 // createAtomic starts writing rel (relative to the root) through a
@@ -347,14 +372,93 @@ func (s *FileStorage) readMetadata(rel string) (Metadata, error) {
 	return m, nil
 }
 
-// Discard removes chk-<id> and everything in it. A missing checkpoint is no
-// error.
+// Discard removes chk-<id> and everything in it, and the shared files
+// only it referred to or that were uploaded for it and no other checkpoint
+// refers to. A missing checkpoint is no error.
 func (s *FileStorage) Discard(id barrier.CheckpointID) error {
+	// The shared files this checkpoint may hold the last reference to.
+	candidates := map[string]bool{}
+	m, err := s.ReadMetadata(id)
+	switch {
+	case err == nil:
+		for _, h := range m.sharedHandles() {
+			candidates[h.Path] = true
+		}
+	case errors.Is(err, ErrNotFound):
+	default:
+		// A corrupt metadata file is restored by nobody: its references
+		// count for nothing.
+		s.log.Warn("discarding a checkpoint whose metadata does not read", zap.Uint64("checkpoint", uint64(id)), zap.Error(err))
+	}
+	if err := s.uploadedFor(id, candidates); err != nil {
+		return fmt.Errorf("state: discard checkpoint %d: %w", id, err)
+	}
 	if err := s.fs.RemoveAll(s.abs(chkDir(id))); err != nil {
 		return fmt.Errorf("state: discard checkpoint %d: %w", id, err)
 	}
 	if err := s.fs.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("state: discard checkpoint %d: sync: %w", id, err)
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	if err := s.unreferenced(candidates); err != nil {
+		return fmt.Errorf("state: discard checkpoint %d: shared files: %w", id, err)
+	}
+	for p := range candidates {
+		if err := s.fs.Remove(s.abs(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("state: discard checkpoint %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// uploadedFor adds the shared files uploaded for checkpoint id to set.
+func (s *FileStorage) uploadedFor(id barrier.CheckpointID, set map[string]bool) error {
+	backends, err := s.fs.ReadDir(s.abs(sharedDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	prefix := strconv.FormatUint(uint64(id), 10) + "-"
+	for _, b := range backends {
+		names, err := s.fs.ReadDir(s.abs(path.Join(sharedDir, b)))
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) {
+				set[path.Join(sharedDir, b, n)] = true
+			}
+		}
+	}
+	return nil
+}
+
+// unreferenced removes from set the shared files the metadata of any
+// checkpoint in the directory refers to.
+func (s *FileStorage) unreferenced(set map[string]bool) error {
+	ids, err := s.Checkpoints()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		m, err := s.ReadMetadata(id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			continue // restored by nobody
+		}
+		if err != nil {
+			return err // keep everything rather than guess
+		}
+		for _, h := range m.sharedHandles() {
+			delete(set, h.Path)
+		}
 	}
 	return nil
 }

@@ -249,9 +249,14 @@ func (t *Task) decline(id barrier.CheckpointID, reason barrier.DeclineReason, ca
 // completed. Safe from any goroutine; ignored once the task stopped.
 func (t *Task) NotifyCheckpointComplete(id barrier.CheckpointID) {
 	t.postNotification("complete", id, func() error {
-		for _, op := range t.cfg.Operators {
+		for i, op := range t.cfg.Operators {
 			if err := op.NotifyCheckpointComplete(id); err != nil {
 				return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("checkpoint %d complete: %w", id, err)}
+			}
+			if i < len(t.states) {
+				if l, ok := t.states[i].keyed.(state.CheckpointListener); ok {
+					l.NotifyCheckpointComplete(id)
+				}
 			}
 		}
 		t.finalCompleted(id)
@@ -329,6 +334,9 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 		st := t.states[i]
 		p := snapshotPart{opID: op.ID()}
 		w := state.PrefixedWriters(c.cfg.Storage, st.prefix)
+		if b.Options.Kind == barrier.Savepoint {
+			w = state.FullSnapshotsOnly(w) // savepoints are self-contained
+		}
 		var err error
 		if st.keyed != nil {
 			p.keyed, err = st.keyed.Snapshot(b.ID, w)

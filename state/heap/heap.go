@@ -86,7 +86,8 @@ type Backend struct {
 
 	metas  []state.StateMeta
 	byName map[string]state.StateID
-	s      store // *core[string] until UseKeys
+	ttl    []func() int64 // per state: the clock of its TTL, nil without
+	s      store          // *core[string] until UseKeys
 	v      *versions
 	closed bool
 }
@@ -237,6 +238,18 @@ func (b *Backend) Entries(s state.StateID, fn func(key []byte, keyGroup int, use
 	return nil
 }
 
+// EnableTTL implements state.TTLBackend: snapshots leave the expired
+// values of s out.
+func (b *Backend) EnableTTL(s state.StateID, nowMillis func() int64) {
+	if int(s) >= len(b.metas) {
+		return
+	}
+	for len(b.ttl) <= int(s) {
+		b.ttl = append(b.ttl, nil)
+	}
+	b.ttl[s] = nowMillis
+}
+
 // NumEntries returns the number of keys with state s (all key groups).
 func (b *Backend) NumEntries(s state.StateID) int {
 	if int(s) >= len(b.metas) {
@@ -255,6 +268,7 @@ func (b *Backend) Snapshot(id barrier.CheckpointID, w state.StateWriterFactory) 
 	v := b.v.version
 	b.v.version++
 	metas := b.States()
+	ttl := append([]func() int64(nil), b.ttl...)
 	captured := b.s.capture()
 	b.v.mu.Lock()
 	b.v.mu.live[v]++
@@ -269,12 +283,12 @@ func (b *Backend) Snapshot(id barrier.CheckpointID, w state.StateWriterFactory) 
 			return nil, fmt.Errorf("heap: snapshot %d: asynchronous part called twice", id)
 		}
 		defer b.v.release(v)
-		return writeSnapshot(ctx, id, w, b.maxPar, b.rng, metas, captured)
+		return writeSnapshot(ctx, id, w, b.maxPar, b.rng, metas, ttl, captured)
 	}, nil
 }
 
 func writeSnapshot(ctx context.Context, id barrier.CheckpointID, w state.StateWriterFactory, maxPar int,
-	rng keygroup.Range, metas []state.StateMeta, captured capturedFunc) (*state.KeyedStateHandle, error) {
+	rng keygroup.Range, metas []state.StateMeta, ttl []func() int64, captured capturedFunc) (*state.KeyedStateHandle, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -293,11 +307,29 @@ func writeSnapshot(ctx context.Context, id barrier.CheckpointID, w state.StateWr
 			return nil, err
 		}
 		for i := range metas {
+			// Expired values stay out (state TTL).
+			var now int64
+			live := i < len(ttl) && ttl[i] != nil
+			if live {
+				now = ttl[i]()
+			}
 			err := captured(i, j, func(key []byte, e *entry, me *mapEntry) error {
 				if me == nil {
-					return kw.Record(i, key, nil, e.value())
+					v := e.value()
+					if live {
+						var keep bool
+						if v, keep = state.DropExpired(metas[i].Kind, now, v); !keep {
+							return nil
+						}
+					}
+					return kw.Record(i, key, nil, v)
 				}
 				for uk, uv := range me.sub {
+					if live {
+						if _, keep := state.DropExpired(state.KindMap, now, uv); !keep {
+							continue
+						}
+					}
 					if err := kw.Record(i, key, []byte(uk), uv); err != nil {
 						return err
 					}
@@ -368,6 +400,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.s.clearAll()
 	b.metas = nil
+	b.ttl = nil
 	b.byName = map[string]state.StateID{}
 	return nil
 }

@@ -1,0 +1,34 @@
+// Package pebble implements state.KeyedBackend on an embedded pebble LSM
+// database (Flink's RocksDB keyed state backend): state larger than memory,
+// a bounded block cache and memtables, and snapshots whose synchronous part
+// costs O(1).
+//
+// A Backend owns one pebble database in a working directory of its own
+// under Config.Dir, removed on Close. Keys are laid out so that every key
+// group is one contiguous key range (see keys.go): a snapshot, a restore
+// and a rescale read a key group with one range scan. Value, reducing and
+// aggregating states are one pebble key per key; a list state is one key
+// whose elements are appended with pebble's concatenating merge operator
+// (no read on Add); a map state is one pebble key per user key, under the
+// key's prefix, iterated by prefix.
+//
+// Snapshots are full by default: the synchronous part takes a pebble
+// snapshot, the asynchronous part writes the self-contained keyed snapshot
+// format that every backend reads (state.KeyedSnapshotWriter), so
+// checkpoints and savepoints move freely between this backend and the heap
+// backend, at any parallelism.
+//
+// The write-ahead log is off: state is recovered from checkpoints, never
+// from the local disk.
+//
+// Incremental checkpoints (Config.Incremental) flush the memtables and
+// hard-link the database's files at the barrier, and upload only the
+// table files no completed checkpoint uploaded before (see incremental.go
+// and state.IncrementalHandle); savepoints stay full.
+//
+// A local disk that fails (full, read-only) fails the backend: the first
+// failed background flush or compaction is returned by every later write,
+// so the task fails with the cause. Pebble stalls writes, uncancellably,
+// once Config.MemTables memtables wait for a flush; the failure of the
+// first flush is reported long before that many fill up.
+package pebble

@@ -1,0 +1,92 @@
+package weir
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/state/heap"
+	"github.com/weirstream/weir/state/pebble"
+)
+
+// StateBackend is where a job's keyed state lives while it runs: in the
+// heap (HeapBackend, the default) or in an embedded LSM on local disk
+// (PebbleBackend). Checkpoints and savepoints of both have the same format
+// unless incremental, so a job can switch backends across a restore.
+type StateBackend interface {
+	// factory returns the creator of one keyed operator's backend.
+	factory(log *zap.Logger) func(maxPar, par, index int) (state.KeyedBackend, error)
+	validate() error
+}
+
+// HeapBackend keeps keyed state in memory, in Go maps with copy-on-write
+// snapshots: the fastest, for state that fits in memory. It is the
+// default.
+func HeapBackend() StateBackend { return heapBackend{} }
+
+type heapBackend struct{}
+
+func (heapBackend) validate() error { return nil }
+
+func (heapBackend) factory(log *zap.Logger) func(maxPar, par, index int) (state.KeyedBackend, error) {
+	return func(maxPar, par, index int) (state.KeyedBackend, error) {
+		return heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Logger: log})
+	}
+}
+
+// PebbleOptions configures PebbleBackend. Zero values mean the defaults.
+type PebbleOptions struct {
+	// Dir is the local directory under which each keyed operator's
+	// subtask keeps its database, in a working directory of its own that
+	// is removed when the task ends (default os.TempDir()). A directory
+	// that cannot be created fails the task, which restarts per the job's
+	// restart strategy.
+	Dir string
+	// BlockCacheSize bounds each database's block cache in bytes (default
+	// 64 MiB).
+	BlockCacheSize int64
+	// MemTableSize is the size of each database's memtables (write
+	// buffers) in bytes (default 64 MiB, two of them).
+	MemTableSize uint64
+	// Incremental makes checkpoints incremental: each uploads only the
+	// files no previous retained checkpoint uploaded. Savepoints are
+	// always full.
+	Incremental bool
+}
+
+// PebbleBackend keeps keyed state in an embedded pebble LSM database on
+// local disk per keyed operator subtask (Flink's RocksDB backend): state
+// larger than memory, at the cost of serializing every access.
+func PebbleBackend(o PebbleOptions) StateBackend { return pebbleBackend{o} }
+
+type pebbleBackend struct{ o PebbleOptions }
+
+func (p pebbleBackend) config(log *zap.Logger, maxPar, par, index int) pebble.Config {
+	return pebble.Config{
+		MaxParallelism: maxPar, Parallelism: par, Index: index,
+		Dir: p.o.Dir, BlockCacheSize: p.o.BlockCacheSize, MemTableSize: p.o.MemTableSize,
+		Incremental: p.o.Incremental, Logger: log,
+	}
+}
+
+func (p pebbleBackend) validate() error {
+	if err := p.config(nil, 0, 0, 0).Validate(); err != nil {
+		return fmt.Errorf("weir: state backend: %w", err)
+	}
+	return nil
+}
+
+func (p pebbleBackend) factory(log *zap.Logger) func(maxPar, par, index int) (state.KeyedBackend, error) {
+	return func(maxPar, par, index int) (state.KeyedBackend, error) {
+		return pebble.New(p.config(log, maxPar, par, index))
+	}
+}
+
+// WithStateBackend sets where keyed state lives (default HeapBackend()).
+func WithStateBackend(b StateBackend) Option {
+	if b == nil {
+		return bad("weir: nil state backend")
+	}
+	return optionFunc(func(c *config) { c.stateBackend = b })
+}
