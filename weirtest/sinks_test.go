@@ -81,3 +81,14 @@ func windowJob(n int64) func(r *weirtest.R) {
 func TestWindowJob(t *testing.T) {
 	weirtest.Run(t, weirtest.Config{Seeds: 3}, windowJob(20000))
 }
+
+// The same job on the pebble backend with incremental checkpoints, whose
+// shared files live in the fault-injecting checkpoint storage too.
+func TestPebbleBackend(t *testing.T) {
+	collect := func(r *weirtest.R, s *weir.Stream[[2]int64]) { weirtest.Collect(r, s, byKey) }
+	weirtest.Run(t, weirtest.Config{Seeds: 3}, func(r *weirtest.R) {
+		backend := weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{Dir: r.TempDir(), Incremental: true,
+			BlockCacheSize: 1 << 20, MemTableSize: 1 << 20}))
+		pipeline(5000, []weir.Option{backend}, collect)(r)
+	})
+}

@@ -19,8 +19,10 @@ import (
 // keyed running sum, a filter, a map into a two-phase-commit sink; the
 // sums are collected too, and tumbling event-time windows over the map's
 // output are summed and collected.
-func soakJob(r *weirtest.R) {
-	env := r.Env(weir.WithParallelism(2), weir.WithChaining(false), weir.WithBufferTimeout(time.Millisecond))
+func soakJob(r *weirtest.R) { soakJobWith(r) }
+
+func soakJobWith(r *weirtest.R, opts ...weir.Option) {
+	env := r.Env(append([]weir.Option{weir.WithParallelism(2), weir.WithChaining(false), weir.WithBufferTimeout(time.Millisecond)}, opts...)...)
 	src := weir.FromGenerator(env, 20_000, func(i int64) int64 { return i }).WithCodec(codec.Int64()).UID("numbers")
 	stamped := weir.AssignTimestamps(src, weir.MonotonousTimestamps(func(i int64) int64 { return i })).UID("stamped")
 	pairs := weir.Map(stamped, func(i int64) [2]int64 { return [2]int64{i % 16, i} }).WithCodec(pairCodec).UID("pairs")
@@ -42,20 +44,37 @@ func soakJob(r *weirtest.R) {
 }
 
 // TestSoak runs -weirtest.runs seeds (make soak: 1,000) of soakJob in
-// each of four configurations and reports the totals.
+// each of five configurations and reports the totals: in-process or TCP,
+// aligned or unaligned, and keyed state in pebble with incremental
+// checkpoints.
 func TestSoak(t *testing.T) {
 	for _, c := range []struct {
+		name           string
 		tcp, unaligned bool
-	}{{false, false}, {false, true}, {true, false}, {true, true}} {
-		name := fmt.Sprintf("tcp=%v/unaligned=%v", c.tcp, c.unaligned)
-		t.Run(name, func(t *testing.T) {
+		pebble         bool
+	}{
+		{"in-process/aligned", false, false, false},
+		{"in-process/unaligned", false, true, false},
+		{"tcp/aligned", true, false, false},
+		{"tcp/unaligned", true, true, false},
+		{"pebble-incremental/in-process/aligned", false, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
-			rep := weirtest.Run(t, weirtest.Config{Seeds: 1000, TCP: c.tcp, Unaligned: c.unaligned, RunTimeout: 5 * time.Minute}, soakJob)
+			job := soakJob
+			if c.pebble {
+				job = func(r *weirtest.R) {
+					soakJobWith(r, weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{Dir: r.TempDir(), Incremental: true,
+						BlockCacheSize: 1 << 20, MemTableSize: 1 << 20})))
+				}
+			}
+			rep := weirtest.Run(t, weirtest.Config{Seeds: 1000, TCP: c.tcp, Unaligned: c.unaligned, RunTimeout: 5 * time.Minute}, job)
 			var faults, fired, restarts, restored, ckpts int
 			for _, s := range rep.Seeds {
 				faults, fired, restarts, ckpts = faults+len(s.Faults), fired+s.Fired, restarts+s.Restarts, ckpts+s.Checkpoints
 				restored += s.Restored
 			}
+			name := c.name
 			fmt.Printf("soak %s: %d seeds passed in %v: %d faults planned, %d fired, %d restarts (%d from a checkpoint), %d checkpoints\n",
 				name, len(rep.Seeds), time.Since(start).Round(time.Second), faults, fired, restarts, restored, ckpts)
 			for _, l := range strings.Split(strings.TrimSpace(rep.KindTotals()), "\n") {
