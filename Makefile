@@ -20,7 +20,8 @@ test-short:
 
 # The fault-injection soak (not part of test): SOAK_RUNS seeds of a
 # five-stage job under weirtest's fault plans, in-process and over TCP,
-# aligned and unaligned, each configuration's totals on one line.
+# aligned and unaligned, and on pebble with incremental checkpoints; each
+# configuration's totals, then its faults by kind.
 SOAK_RUNS ?= 1000
 
 soak:
