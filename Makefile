@@ -4,7 +4,7 @@ SHELL := bash
 .SHELLFLAGS := -o pipefail -c
 PKGS := ./...
 
-.PHONY: all build test test-short bench baseline lint run fuzz
+.PHONY: all build test test-short bench baseline lint run fuzz soak
 
 all: lint build test
 
@@ -17,6 +17,15 @@ test:
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
+
+# The fault-injection soak (not part of test): SOAK_RUNS seeds of a
+# five-stage job under weirtest's fault plans, in-process and over TCP,
+# aligned and unaligned, and on pebble with incremental checkpoints; each
+# configuration's totals, then its faults by kind.
+SOAK_RUNS ?= 1000
+
+soak:
+	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -timeout 3h -v ./weirtest/ -weirtest.runs $(SOAK_RUNS) | grep -E '^(soak|--- FAIL|FAIL|ok|panic)|failed|harness'
 
 # Benchmarks of the data path, state and whole jobs, with the in-repo
 # baselines among them; the last line is the in-process exchange's ratio to

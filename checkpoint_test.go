@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/weirtest"
 )
 
 // keyedSumJob: source -> map (fails on chosen records) -> keyBy -> running
@@ -160,57 +161,40 @@ func TestCheckpointConfigValidation(t *testing.T) {
 	}
 }
 
-// Fifty task kills across ten seeded runs of a 3-stage keyed job at
-// parallelism 2: state and committed output equal the no-failure run. Over
-// TCP exchanges, twenty kills across four runs: every kill tears down the
-// attempt's connections and partitions, and the next attempt reads fresh
-// ones.
+// Fifty task kills across ten seeds of a 3-stage keyed job at parallelism
+// 2, each seed killing subtasks at five records weirtest draws: every
+// key's running sums are the no-failure run's, each once and in order.
+// Over TCP exchanges, twenty kills across four seeds: every kill tears
+// down the attempt's connections and partitions, and the next attempt
+// reads fresh ones.
 func TestFiftyKillsExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
 	}
 	for _, tc := range []struct {
-		tr   weir.Option
-		name string
-		runs int
-	}{{transports[0].opt, transports[0].name, 10}, {transports[1].opt, transports[1].name, 4}} {
-		t.Run(tc.name, func(t *testing.T) {
-			kills := killRuns(t, tc.tr, tc.runs)
-			require.GreaterOrEqual(t, kills, 5*tc.runs)
+		tcp   bool
+		seeds int
+	}{{false, 10}, {true, 4}} {
+		t.Run(fmt.Sprintf("tcp=%v", tc.tcp), func(t *testing.T) {
+			rep := weirtest.Run(t, weirtest.Config{Seeds: tc.seeds, TCP: tc.tcp, Kinds: weirtest.Of(weirtest.TaskFailure),
+				MinFaults: 5, MaxFaults: 5, CheckpointInterval: 10 * time.Millisecond}, func(r *weirtest.R) {
+				env := r.Env(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond))
+				// Key i%36 has the parity of i: each key's values come from
+				// one source subtask, so its running sums are deterministic.
+				src := weir.FromGenerator(env, 60000, func(i int64) [2]int64 { return [2]int64{i % 36, i} }).WithCodec(pairCodec)
+				m := weir.Map(src, func(v [2]int64) [2]int64 { return v }).Name("map").WithCodec(pairCodec)
+				sums := weir.Reduce(weir.KeyBy(m, func(v [2]int64) int64 { return v[0] }, codec.Int64()),
+					func(a, b [2]int64) [2]int64 { return [2]int64{a[0], a[1] + b[1]} }).Name("sum")
+				weirtest.Collect(r, sums, func(v [2]int64) string { return fmt.Sprint(v[0]) })
+			})
+			kills := 0
+			for _, s := range rep.Seeds {
+				kills += s.Fired
+				require.Positive(t, s.Restarts, "seed %d", s.Seed)
+			}
+			require.Equal(t, 5*tc.seeds, kills)
 		})
 	}
-}
-
-// killRuns runs the keyed job runs times with five seeded kills each and
-// checks every run's output; it returns the kills planned.
-func killRuns(t *testing.T, tr weir.Option, runs int) int {
-	const n = 60000
-	want := map[int64]int64{}
-	for i := int64(0); i < n; i++ {
-		want[i%37] += i
-	}
-	base := uint64(time.Now().UnixNano())
-	kills := 0
-	for run := 0; run < runs; run++ {
-		seed := base + uint64(run)
-		r := rand.New(rand.NewPCG(seed, 7))
-		var failAt []int64
-		at := int64(0)
-		for k := 0; k < 5; k++ {
-			at += 1 + r.Int64N(n/6) // five kills always fire: at most 5n/6 < n records
-			failAt = append(failAt, at)
-		}
-		final, count, res := keyedSumJob(t, tr, weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 10}, n, 2, failAt, "")
-		require.Equal(t, want, final, "seed %d", seed)
-		require.Equal(t, n, count, "seed %d", seed)
-		// Every planned kill fires (at most 5n/6 records in); two kills in
-		// one attempt cause one restart.
-		require.GreaterOrEqual(t, res.Restarts, 1, "seed %d", seed)
-		require.LessOrEqual(t, res.Restarts, len(failAt), "seed %d", seed)
-		require.Zero(t, res.LeakedSegments, "seed %d", seed)
-		kills += len(failAt)
-	}
-	return kills
 }
 
 // heldReader reads (i % 37, i) for i = sub, sub+par, … below n, then

@@ -93,6 +93,9 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 		Metrics: c.metrics.spec(c.logger),
 		Logger:  c.logger,
 	}
+	if c.harness != nil {
+		spec.Deploy.Harness = harnessAdapter{c.harness}
+	}
 	if c.stateBackend != nil {
 		spec.Deploy.NewKeyedBackend = c.stateBackend.factory(c.logger)
 	}

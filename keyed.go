@@ -45,7 +45,7 @@ func keyedOp[T, K, Out any](ks *KeyedStream[T, K], name string, build func(rc *g
 	n.Input = e
 	s.n.Outputs = append(s.n.Outputs, e)
 	e.KeyHash = ks.keyHasher // a factory: each writer gets its own scratch
-	n.Decoder = decoderFor(s)
+	setInput(n, s)
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[Out])
 		if next == nil {

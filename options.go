@@ -37,6 +37,7 @@ type config struct {
 	// periodically (0: never).
 	watermarkInterval time.Duration
 	metrics           metricsConfig
+	harness           TestHarness // nil: none (WithTestHarness)
 	errs              []error
 }
 
@@ -107,6 +108,9 @@ func (c *config) validate() error {
 		}
 		if err := c.cluster.validate(); err != nil {
 			return err
+		}
+		if c.harness != nil {
+			return errors.New("weir: WithTestHarness runs jobs in this process only, not with WithCluster")
 		}
 	}
 	return nil

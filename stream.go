@@ -71,6 +71,7 @@ func (s *Stream[T]) bindOutput() {
 	n.Fanout = fanoutOf[T]
 	n.HasCodec = func() bool { return s.codec != nil }
 	n.NewWriter = s.newWriter
+	n.ProbeOutput = probeCollector[T]
 }
 
 // fanoutOf combines collectors of T.
@@ -177,6 +178,13 @@ func connect[T any](s *Stream[T], to *graph.Node) {
 	}
 	to.Input = e
 	s.n.Outputs = append(s.n.Outputs, e)
+}
+
+// setInput makes n read values of s: its decoder (used when n heads a
+// chain) and its input probe (used under a test harness).
+func setInput[T any](n *graph.Node, s *Stream[T]) {
+	n.Decoder = decoderFor(s)
+	n.ProbeInput = probeCollector[T]
 }
 
 // decoderFor returns the closure that turns a collector[T] into a record

@@ -198,7 +198,7 @@ func (w *WindowedStream[T, K]) LateData() *Stream[T] {
 	e := &graph.Edge{From: w.node, To: n, Partitioning: network.Forward, Side: 1}
 	n.Input = e
 	w.node.Outputs = append(w.node.Outputs, e)
-	n.Decoder = decoderFor(in)
+	setInput(n, in)
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[T])
 		if next == nil {
@@ -349,7 +349,7 @@ func addWindowOp[T, K, OUT, R any](w *WindowedStream[T, K], name string, fn wind
 	n.Input = e
 	s.n.Outputs = append(s.n.Outputs, e)
 	e.KeyHash = ks.keyHasher
-	n.Decoder = decoderFor(s)
+	setInput(n, s)
 	sideCodec := s.codec
 	n.Sides = []graph.SideOutput{{
 		Fanout: fanoutOf[T],

@@ -163,23 +163,27 @@ func (b *OperatorBackend) Snapshot(id barrier.CheckpointID, w StateWriterFactory
 // subtasks (handles, in previous subtask order; nil entries are skipped)
 // redistributed for subtask index of parallelism: a split-distributed list
 // gets its even share of the union of all elements, a union-distributed
-// list gets the whole union.
+// list gets the whole union. At an unchanged parallelism (one handle per
+// subtask) a split-distributed list is the subtask's own, as it was
+// snapshotted (Flink's round-robin repartitioner keeps the assignment too):
+// what a subtask kept in order stays with it, in order.
 func (b *OperatorBackend) Restore(handles []*OperatorStateHandle, r StateReader, index, parallelism int) error {
 	if parallelism < 1 || index < 0 || index >= parallelism {
 		return fmt.Errorf("state: restore operator state for subtask %d of %d", index, parallelism)
 	}
+	same := len(handles) == parallelism
 	union := map[string]*opState{}
-	for _, h := range handles {
+	for i, h := range handles {
 		if h == nil || len(h.States) == 0 {
 			continue
 		}
-		if err := readOperatorFile(h, r, union); err != nil {
+		if err := readOperatorFile(h, r, union, !same || i == index); err != nil {
 			return err
 		}
 	}
 	b.states = make(map[string]*opState, len(union))
 	for name, s := range union {
-		if s.dist == SplitDistribute {
+		if s.dist == SplitDistribute && !same {
 			n := len(s.elems)
 			lo, hi := index*n/parallelism, (index+1)*n/parallelism
 			s.elems = slices.Clip(s.elems[lo:hi])
@@ -189,7 +193,9 @@ func (b *OperatorBackend) Restore(handles []*OperatorStateHandle, r StateReader,
 	return nil
 }
 
-func readOperatorFile(h *OperatorStateHandle, r StateReader, union map[string]*opState) (err error) {
+// readOperatorFile adds the states of h to union; split-distributed
+// elements only if split is set.
+func readOperatorFile(h *OperatorStateHandle, r StateReader, union map[string]*opState, split bool) (err error) {
 	f, err := r.OpenState(h.StreamHandle)
 	if err != nil {
 		return err
@@ -215,6 +221,9 @@ func readOperatorFile(h *OperatorStateHandle, r StateReader, union map[string]*o
 			union[name] = u
 		} else if u.dist != meta.Distribution {
 			return fmt.Errorf("state: operator state %q has distributions %d and %d in different subtasks", name, u.dist, meta.Distribution)
+		}
+		if u.dist == SplitDistribute && !split {
+			continue
 		}
 		for _, off := range meta.Offsets {
 			if off < 0 || off >= int64(len(data)) {

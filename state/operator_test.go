@@ -100,3 +100,37 @@ func TestEmptyOperatorSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, h)
 }
+
+// At an unchanged parallelism every subtask gets its own split-distributed
+// list back, in order, however uneven the lists were.
+func TestOperatorStateSameParallelismKeepsAssignment(t *testing.T) {
+	s := state.NewMemoryStorage()
+	var hs []*state.OperatorStateHandle
+	for i, n := range []int{5, 1, 0} {
+		b := state.NewOperatorBackend()
+		sl, err := state.GetOperatorListState(b, splitDesc, state.SplitDistribute)
+		require.NoError(t, err)
+		for j := range n {
+			require.NoError(t, sl.Add(int64(100*i+j)))
+		}
+		run, err := b.Snapshot(1, state.PrefixedWriters(s, fmt.Sprint("same-", i)))
+		require.NoError(t, err)
+		h, err := run(context.Background())
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	want := [][]int64{{0, 1, 2, 3, 4}, {100}, nil}
+	for i := range 3 {
+		b := state.NewOperatorBackend()
+		require.NoError(t, b.Restore(hs, s, i, 3))
+		sl, err := state.GetOperatorListState(b, splitDesc, state.SplitDistribute)
+		require.NoError(t, err)
+		got, err := sl.Get()
+		require.NoError(t, err)
+		if len(want[i]) == 0 {
+			require.Empty(t, got)
+			continue
+		}
+		require.Equal(t, want[i], got)
+	}
+}

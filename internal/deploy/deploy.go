@@ -33,6 +33,9 @@ type Config struct {
 	// NewKeyedBackend creates the keyed state backend of a keyed operator
 	// (nil: the in-memory heap backend).
 	NewKeyedBackend func(maxParallelism, parallelism, index int) (state.KeyedBackend, error)
+	// Harness, if set, probes every operator subtask (test harnesses
+	// only; see Harness).
+	Harness Harness
 	// Debloat turns buffer debloating on (nil: off); MaxSize defaults to
 	// the segment size.
 	Debloat *debloat.Config
@@ -195,6 +198,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 	ops := make([]task.Operator, len(v.Nodes))
 	running := new(task.CurrentOperator)
 	var nextIn any
+	var headProbe Probe // the chain head's, under a harness
 	for k := len(v.Nodes) - 1; k >= 0; k-- {
 		n := v.Nodes[k]
 		var outs []any
@@ -235,9 +239,22 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 				}
 			}
 		}
+		p := b.probeFor(v, n, i)
+		if p != nil && n.Source {
+			out = n.ProbeOutput(out, p.Record)
+		}
 		in, op, err := n.Instantiate(sub, out)
 		if err != nil {
 			return nil, err
+		}
+		if p != nil {
+			if !n.Source {
+				in = n.ProbeInput(in, p.Record)
+			}
+			op = probeOperator(op, p)
+			if k == 0 {
+				headProbe = p
+			}
 		}
 		ops[k] = op
 		nextIn = in
@@ -260,6 +277,9 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		src, ok := nextIn.(task.Source)
 		if !ok {
 			return nil, fmt.Errorf("weir: %s: chain head is not a source", tname)
+		}
+		if headProbe != nil {
+			src = &heldSource{Source: src, p: headProbe}
 		}
 		cfg.Source = src
 	} else {

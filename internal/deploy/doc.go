@@ -10,6 +10,12 @@
 // process's DataPlane over weir's TCP protocol (docs/protocol.md) and read
 // through credit-based remote channels.
 //
+// Under a test harness (Config.Harness, weir.WithTestHarness) Deploy also
+// wraps every operator subtask in the harness's probe: before each record
+// it processes (or a source emits), before its snapshots and its
+// checkpoint-complete notifications, and before each poll of a source,
+// which the probe may hold. Without a harness nothing is wrapped.
+//
 // The caller's duties, in order:
 //
 //  1. Create the process's network buffer pool (NewNetworkPool) and, for

@@ -60,6 +60,14 @@ type Node struct {
 	// Sides are the node's side outputs (a window's late data): side k
 	// is Sides[k-1]. Consumers of a side output are never chained.
 	Sides []SideOutput
+
+	// ProbeInput wraps the input collector of a node with an input in one
+	// that calls probe before each value, and ProbeOutput wraps a
+	// collector of the node's output type likewise (a nil out: one that
+	// drops values). The runtime calls them at deploy time, and only for
+	// a job that runs under a test harness (weir.WithTestHarness).
+	ProbeInput  func(in any, probe func() error) any
+	ProbeOutput func(out any, probe func() error) any
 }
 
 // SideOutput is the typed part of one side output of a node: its values

@@ -119,7 +119,11 @@ func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, 
 	defer func() { res.LeakedSegments = deploy.CheckLeaks(pool, spec.Logger) }()
 	pl := deploy.Placement{Job: uuid.New()}
 	if spec.TCP {
-		dp, err := deploy.StartDataPlane(ctx, "127.0.0.1:0", network.ServerConfig{}, network.ClientConfig{}, spec.Logger)
+		var cli network.ClientConfig
+		if h := spec.Deploy.Harness; h != nil {
+			cli.Dial = h.Dial
+		}
+		dp, err := deploy.StartDataPlane(ctx, "127.0.0.1:0", network.ServerConfig{}, cli, spec.Logger)
 		if err != nil {
 			return err
 		}
