@@ -361,42 +361,46 @@ func (s *TimerService) flush() error {
 			continue
 		}
 		k.dirty = false
-		if len(k.timers) == 0 {
-			continue // released
-		}
-		set := false
-		for i := len(k.timers) - 1; i >= 0; i-- {
-			t := &k.timers[i]
-			if t.live == t.stored {
-				continue
-			}
-			if !set {
-				s.b.SetCurrentKey(k.key, k.group)
-				set = true
-			}
-			s.ubuf = timerAppendUserKey(s.ubuf[:0], t.ts, t.ns)
-			id := s.q[t.d].id
-			if t.live {
-				if err := s.b.Put(id, s.ubuf, nil); err != nil {
-					s.dirty = s.dirty[n:]
-					k.dirty = true
-					s.dirty[0] = k
-					return err
-				}
-				t.stored = true
-				continue
-			}
-			if err := s.b.Delete(id, s.ubuf); err != nil {
-				s.dirty = s.dirty[n:]
-				k.dirty = true
-				s.dirty[0] = k
-				return err
-			}
-			k.remove(i)
+		if err := s.flushKey(k); err != nil {
+			// k and the keys after it stay to be flushed.
+			s.dirty = s.dirty[n:]
+			k.dirty = true
+			s.dirty[0] = k
+			return err
 		}
 		s.release(k)
 	}
 	s.dirty = s.dirty[:0]
+	return nil
+}
+
+// flushKey writes k's new timers to the backend and removes its ended
+// ones from it.
+func (s *TimerService) flushKey(k *timerKey) error {
+	set := false
+	for i := len(k.timers) - 1; i >= 0; i-- {
+		t := &k.timers[i]
+		if t.live == t.stored {
+			continue
+		}
+		if !set {
+			s.b.SetCurrentKey(k.key, k.group)
+			set = true
+		}
+		s.ubuf = timerAppendUserKey(s.ubuf[:0], t.ts, t.ns)
+		id := s.q[t.d].id
+		if t.live {
+			if err := s.b.Put(id, s.ubuf, nil); err != nil {
+				return err
+			}
+			t.stored = true
+			continue
+		}
+		if err := s.b.Delete(id, s.ubuf); err != nil {
+			return err
+		}
+		k.remove(i)
+	}
 	return nil
 }
 
@@ -487,7 +491,7 @@ func (s *TimerService) delete(d TimerDomain, ts int64, ns []byte) error {
 	q := &s.q[d]
 	q.live--
 	if stale := q.len() - q.live; stale > timerCompactMin && stale > q.live {
-		s.compact(q)
+		s.compact(d)
 	}
 	return nil
 }
@@ -563,12 +567,9 @@ func (s *TimerService) next(d TimerDomain) (int64, bool) {
 	})
 }
 
-// compact drops the stale entries of q.
-func (s *TimerService) compact(q *timerQueue) {
-	d := TimerEventTime
-	if q == &s.q[TimerProcessingTime] {
-		d = TimerProcessingTime
-	}
+// compact drops the stale entries of domain d's queue.
+func (s *TimerService) compact(d TimerDomain) {
+	q := &s.q[d]
 	q.filter(func(it timerItem) bool {
 		if s.live(d, it) >= 0 {
 			return true
