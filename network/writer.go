@@ -92,6 +92,10 @@ func NewRecordWriter[T any](p *ResultPartition, cfg WriterConfig[T]) (*RecordWri
 		for g := range w.groupSub {
 			w.groupSub[g] = int32(keygroup.Operator(g, w.maxPar, p.NumSubpartitions()))
 		}
+		if p.NumSubpartitions() == 1 {
+			// Every key group goes to the one consumer: no key to hash.
+			w.mode, w.forward = Forward, &p.builders[0]
+		}
 	case Rebalance, Broadcast:
 	default:
 		return nil, fmt.Errorf("network: writer for %s: unknown partitioning %d", p.name, cfg.Partitioning)

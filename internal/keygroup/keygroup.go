@@ -44,7 +44,13 @@ func Mix(h uint64) uint64 {
 
 // ForHash returns the key group of a key whose hash is h.
 func ForHash(h uint64, maxParallelism int) int {
-	return int(Mix(h) % uint64(maxParallelism))
+	m := uint64(maxParallelism)
+	if m&(m-1) == 0 {
+		// A power of two (the default 128): the same remainder, without a
+		// 64-bit division, which costs more than the rest of the key path.
+		return int(Mix(h) & (m - 1))
+	}
+	return int(Mix(h) % m)
 }
 
 // Operator returns the subtask index (0..parallelism-1) that owns key group g.

@@ -36,3 +36,13 @@ func TestValidate(t *testing.T) {
 	require.Error(t, Validate(0, 1))
 	require.Error(t, Validate(128, 0))
 }
+
+// ForHash's shortcut for powers of two gives the remainder's key group.
+func TestForHashIsTheRemainder(t *testing.T) {
+	for _, maxP := range []int{1, 2, 3, 7, 64, 128, 1000, 1 << 15} {
+		for i := range uint64(10000) {
+			h := i * 0x9e3779b97f4a7c15
+			require.Equal(t, int(Mix(h)%uint64(maxP)), ForHash(h, maxP), "maxP=%d h=%#x", maxP, h)
+		}
+	}
+}
