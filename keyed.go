@@ -68,7 +68,7 @@ type keyContext[T, K any] struct {
 	backend state.KeyedBackend
 	// set sets the backend's current key by value (heap.KeySetter), nil
 	// when keys go to the backend serialized.
-	set func(K, int)
+	set func(K, int, uint64)
 	buf []byte
 	key K
 }
@@ -83,9 +83,10 @@ func (c *keyContext[T, K]) open(b state.KeyedBackend) error {
 
 func (c *keyContext[T, K]) setKey(v T) {
 	c.key = c.fn(v)
-	g := keygroup.ForHash(c.hash(c.key), c.maxPar)
+	h := c.hash(c.key)
+	g := keygroup.ForHash(h, c.maxPar)
 	if c.set != nil {
-		c.set(c.key, g)
+		c.set(c.key, g, h)
 		return
 	}
 	c.buf = c.kc.Append(c.buf[:0], c.key)

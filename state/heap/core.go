@@ -19,6 +19,7 @@ type store interface {
 	get(s state.StateID, userKey []byte) ([]byte, bool, error)
 	put(s state.StateID, userKey, value []byte) error
 	appendValue(s state.StateID, value []byte) error
+	update(s state.StateID, fn state.UpdateFunc) error
 	del(s state.StateID, userKey []byte) error
 	clear(s state.StateID) error
 	iterate(s state.StateID, fn func(userKey, value []byte) bool) error
@@ -41,6 +42,7 @@ type core[K comparable] struct {
 	states []*kvState[K]
 
 	cur        K
+	curHash    uint64 // ops.hash(cur)
 	borrowed   bool   // cur aliases curBytes (clone before storing it)
 	curBytes   []byte // cur serialized, when curBytesOK
 	curBytesOK bool
@@ -53,6 +55,8 @@ type core[K comparable] struct {
 	lastMap   *mapEntry
 	lastState state.StateID
 	lastOK    bool
+
+	scratch []byte // update's new values that do not go in place
 }
 
 type kvState[K comparable] struct {
@@ -61,9 +65,9 @@ type kvState[K comparable] struct {
 }
 
 type group[K comparable] struct {
-	m       map[K]*entry    // every kind but map
+	m       table[K]        // every kind but map
 	mm      map[K]*mapEntry // map states
-	created uint64          // version at which m (mm) became the live map object
+	created uint64          // version at which m (mm) became the live object
 }
 
 func newCore[K comparable](ops keyOps[K], rng keygroup.Range, v *versions) *core[K] {
@@ -81,6 +85,7 @@ func (c *core[K]) setKeyBytes(key []byte, group int) {
 		panic(fmt.Sprintf("heap: key %x does not decode with the backend's key codec: %v", key, err))
 	}
 	c.cur, c.borrowed, c.curBytesOK = k, borrowed, true
+	c.curHash = c.ops.hash(k)
 	c.curGroup = group
 	c.lastOK = false
 }
@@ -92,9 +97,9 @@ func (c *core[K]) unsetKey() {
 	c.lastOK = false
 }
 
-// setKey sets the current key by value.
-func (c *core[K]) setKey(k K, group int) {
-	c.cur, c.borrowed, c.curBytesOK = k, false, false
+// setKey sets the current key by value; h is ops.hash(k).
+func (c *core[K]) setKey(k K, group int, h uint64) {
+	c.cur, c.curHash, c.borrowed, c.curBytesOK = k, h, false, false
 	c.curGroup = group
 	c.lastOK = false
 }
@@ -132,7 +137,7 @@ func (c *core[K]) lookup(s state.StateID, g *group[K]) *entry {
 	if c.lastOK && c.lastState == s {
 		return c.last
 	}
-	e := g.m[c.cur]
+	e := g.m.get(c.cur, c.curHash)
 	c.last, c.lastMap, c.lastState, c.lastOK = e, nil, s, true
 	return e
 }
@@ -153,12 +158,12 @@ func (c *core[K]) frozen(g *group[K], required uint64) bool { return required >=
 
 // install makes e the current key's entry of state s.
 func (c *core[K]) install(s state.StateID, g *group[K], e *entry, required uint64) {
-	if g.m == nil {
-		g.m, g.created = make(map[K]*entry), c.v.version
+	if g.m.slots == nil {
+		g.created = c.v.version
 	} else if c.frozen(g, required) {
-		g.m, g.created = maps.Clone(g.m), c.v.version
+		g.m, g.created = g.m.clone(), c.v.version
 	}
-	g.m[c.ownedKey()] = e
+	g.m.put(c.ownedKey(), c.curHash, e, c.ops.hash)
 	c.last, c.lastMap, c.lastState, c.lastOK = e, nil, s, true
 }
 
@@ -237,6 +242,48 @@ func (c *core[K]) put(s state.StateID, userKey, value []byte) error {
 	return nil
 }
 
+// update is get and put with one lookup, writing in place when the
+// entry is the live version's and the new value fits.
+func (c *core[K]) update(s state.StateID, fn state.UpdateFunc) error {
+	st, g, err := c.group(s)
+	if err != nil {
+		return err
+	}
+	if st.meta.Kind == state.KindMap {
+		return fmt.Errorf("heap: Update on map state %q", st.meta.Name)
+	}
+	required := c.v.required.Load()
+	e := c.lookup(s, g)
+	if e == nil {
+		out, err := fn(nil, false, c.scratch[:0])
+		if err != nil {
+			return err
+		}
+		c.scratch = out[:0]
+		return c.put(s, nil, out)
+	}
+	if e.version > required {
+		// In place: out aliases the entry's bytes when it fits.
+		buf := e.buf()
+		out, err := fn(e.value(), true, buf[:0])
+		if err != nil {
+			return err
+		}
+		if len(out) <= len(buf) && (len(out) == 0 || &out[0] == &buf[0]) {
+			e.n = uint32(len(out))
+			return nil
+		}
+		return c.put(s, nil, out)
+	}
+	// A snapshot holds e: write a new entry.
+	out, err := fn(e.value(), true, c.scratch[:0])
+	if err != nil {
+		return err
+	}
+	c.scratch = out[:0]
+	return c.put(s, nil, out)
+}
+
 func (c *core[K]) appendValue(s state.StateID, value []byte) error {
 	st, g, err := c.group(s)
 	if err != nil {
@@ -309,9 +356,9 @@ func (c *core[K]) clear(s state.StateID) error {
 			return nil
 		}
 		if c.frozen(g, required) {
-			g.m, g.created = maps.Clone(g.m), c.v.version
+			g.m, g.created = g.m.clone(), c.v.version
 		}
-		delete(g.m, c.cur)
+		g.m.del(c.cur, c.curHash, c.ops.hash)
 	}
 	c.last, c.lastMap, c.lastState, c.lastOK = nil, nil, s, true
 	return nil
@@ -344,11 +391,14 @@ func (c *core[K]) entries(s state.StateID, fn func(key []byte, keyGroup int, use
 	var kb, ukb []byte
 	for j := range st.groups {
 		g := c.rng.Start + j
-		for k, e := range st.groups[j].m {
+		stop := false
+		st.groups[j].m.all(func(k K, e *entry) bool {
 			kb = c.ops.appendKey(kb[:0], k)
-			if !fn(kb, g, nil, e.value()) {
-				return
-			}
+			stop = !fn(kb, g, nil, e.value())
+			return !stop
+		})
+		if stop {
+			return
 		}
 		for k, e := range st.groups[j].mm {
 			kb = c.ops.appendKey(kb[:0], k)
@@ -365,7 +415,7 @@ func (c *core[K]) entries(s state.StateID, fn func(key []byte, keyGroup int, use
 func (c *core[K]) numEntries(s state.StateID) int {
 	n := 0
 	for _, g := range c.states[s].groups {
-		n += len(g.m) + len(g.mm)
+		n += g.m.n + len(g.mm)
 	}
 	return n
 }
@@ -381,11 +431,14 @@ func (c *core[K]) capture() capturedFunc {
 	return func(i, j int, fn func(key []byte, e *entry, me *mapEntry) error) error {
 		var kb []byte
 		g := &captured[i][j]
-		for k, e := range g.m {
+		var err error
+		g.m.all(func(k K, e *entry) bool {
 			kb = ops.appendKey(kb[:0], k)
-			if err := fn(kb, e, nil); err != nil {
-				return err
-			}
+			err = fn(kb, e, nil)
+			return err == nil
+		})
+		if err != nil {
+			return err
 		}
 		for k, e := range g.mm {
 			kb = ops.appendKey(kb[:0], k)
@@ -428,15 +481,16 @@ func convert[K comparable](from *core[string], ops keyOps[K]) (*core[K], error) 
 		for j, g := range st.groups {
 			ng := &nst.groups[j]
 			ng.created = from.v.version
-			if g.m != nil {
-				ng.m = make(map[K]*entry, len(g.m))
-				for k, e := range g.m {
-					key, err := decode(st.meta.Name, k)
-					if err != nil {
-						return nil, err
-					}
-					ng.m[key] = e
+			var err error
+			g.m.all(func(k string, e *entry) bool {
+				var key K
+				if key, err = decode(st.meta.Name, k); err == nil {
+					ng.m.put(key, ops.hash(key), e, ops.hash)
 				}
+				return err == nil
+			})
+			if err != nil {
+				return nil, err
 			}
 			if g.mm != nil {
 				ng.mm = make(map[K]*mapEntry, len(g.mm))

@@ -1,6 +1,7 @@
 package heap
 
 import (
+	"hash/maphash"
 	"strings"
 	"unsafe"
 
@@ -8,8 +9,8 @@ import (
 )
 
 // keyOps converts a core's keys to and from their serialized form. Its
-// methods are safe for concurrent use (snapshots encode keys on another
-// goroutine).
+// methods but hash are safe for concurrent use (snapshots encode keys on
+// another goroutine); hash is called by the task's goroutine only.
 type keyOps[K comparable] interface {
 	// appendKey appends the serialized form of k.
 	appendKey(dst []byte, k K) []byte
@@ -18,6 +19,11 @@ type keyOps[K comparable] interface {
 	view(b []byte) (k K, borrowed bool, err error)
 	// clone returns a copy of a borrowed key that does not alias anything.
 	clone(k K) K
+	// hash places k in its table. For keys held as values it is the
+	// routing hash (codec.Hash64 of the serialized key, which the keyed
+	// operator computes anyway to find the key group); for keys held as
+	// their serialized bytes, a faster hash of the bytes.
+	hash(k K) uint64
 }
 
 // stringKeys holds keys as strings of their serialized bytes: the backend
@@ -30,14 +36,27 @@ func (stringKeys) view(b []byte) (string, bool, error) {
 	return unsafe.String(unsafe.SliceData(b), len(b)), true, nil
 }
 func (stringKeys) clone(k string) string { return strings.Clone(k) }
+func (stringKeys) hash(k string) uint64  { return maphash.String(tableSeed, k) }
+
+// tableSeed seeds the hash of serialized keys. Tables live in memory only,
+// so any seed will do.
+var tableSeed = maphash.MakeSeed()
 
 // codecKeys holds keys as values, serialized with a codec whose Decode
-// does not alias its input.
-type codecKeys[K comparable] struct{ c codec.Codec[K] }
+// does not alias its input; h is codec.HashFunc(c).
+type codecKeys[K comparable] struct {
+	c codec.Codec[K]
+	h func(K) uint64
+}
+
+func newCodecKeys[K comparable](c codec.Codec[K]) codecKeys[K] {
+	return codecKeys[K]{c: c, h: codec.HashFunc(c)}
+}
 
 func (o codecKeys[K]) appendKey(dst []byte, k K) []byte { return o.c.Append(dst, k) }
 func (o codecKeys[K]) view(b []byte) (K, bool, error) {
 	k, err := o.c.Decode(b)
 	return k, false, err
 }
-func (o codecKeys[K]) clone(k K) K { return k }
+func (o codecKeys[K]) clone(k K) K     { return k }
+func (o codecKeys[K]) hash(k K) uint64 { return o.h(k) }

@@ -15,21 +15,29 @@ type Keys[K comparable] struct {
 	c     *core[K]
 	start int
 	n     uint
+	// routing: the core places keys by their routing hash (they are held
+	// as values), so Set passes on the hash it is given.
+	routing bool
 }
 
-// Set sets the current key to k in key group keyGroup, as SetCurrentKey
-// does with k's serialized form. A key group outside the backend's range
-// panics, as in SetCurrentKey.
-func (k *Keys[K]) Set(key K, keyGroup int) {
+// Set sets the current key to key in key group keyGroup, as SetCurrentKey
+// does with key's serialized form; hash is the key's routing hash, the
+// codec.Hash64 of that serialized form (codec.HashFunc computes it without
+// serializing), which the key group was computed from. A key group outside
+// the backend's range panics, as in SetCurrentKey.
+func (k *Keys[K]) Set(key K, keyGroup int, hash uint64) {
 	g := keyGroup - k.start
 	if uint(g) >= k.n {
 		panic(fmt.Sprintf("heap: key group %d outside this backend's range %s (record routed to the wrong subtask)", keyGroup, k.b.rng))
 	}
-	k.c.setKey(key, g)
+	if !k.routing {
+		hash = k.c.ops.hash(key)
+	}
+	k.c.setKey(key, g, hash)
 }
 
 func newKeys[K comparable](b *Backend, c *core[K]) *Keys[K] {
-	return &Keys[K]{b: b, c: c, start: b.rng.Start, n: uint(b.rng.Len())}
+	return &Keys[K]{b: b, c: c, start: b.rng.Start, n: uint(b.rng.Len()), routing: !isStringKeys(c.ops)}
 }
 
 // UseKeys switches b to holding its keys as values of type K and returns
@@ -57,7 +65,7 @@ func UseKeys[K comparable](b *Backend, kc codec.Codec[K]) (*Keys[K], error) {
 	if !ok || !isStringKeys(from.ops) {
 		return nil, fmt.Errorf("heap: UseKeys[%T]: the backend already holds keys of another type", *new(K))
 	}
-	to, err := convert[K](from, codecKeys[K]{c: kc})
+	to, err := convert[K](from, newCodecKeys(kc))
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +86,7 @@ var _ store = (*core[int64])(nil)
 // integer codecs, codec.String), it switches b with UseKeys and returns
 // the Keys' Set; otherwise it returns nil, and the caller sets serialized
 // keys with SetCurrentKey.
-func KeySetter[K any](b state.KeyedBackend, kc codec.Codec[K]) (func(key K, keyGroup int), error) {
+func KeySetter[K any](b state.KeyedBackend, kc codec.Codec[K]) (func(key K, keyGroup int, hash uint64), error) {
 	hb, ok := b.(*Backend)
 	if !ok {
 		return nil, nil
@@ -100,13 +108,13 @@ func KeySetter[K any](b state.KeyedBackend, kc codec.Codec[K]) (func(key K, keyG
 	return nil, nil
 }
 
-// setter returns UseKeys(b, c).Set as a func(K, int); KC is K.
-func setter[KC comparable, K any](b *Backend, c codec.Codec[KC]) (func(K, int), error) {
+// setter returns UseKeys(b, c).Set as a func(K, int, uint64); KC is K.
+func setter[KC comparable, K any](b *Backend, c codec.Codec[KC]) (func(K, int, uint64), error) {
 	keys, err := UseKeys(b, c)
 	if err != nil {
 		return nil, err
 	}
-	f, ok := any(keys.Set).(func(K, int))
+	f, ok := any(keys.Set).(func(K, int, uint64))
 	if !ok {
 		return nil, nil
 	}

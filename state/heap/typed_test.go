@@ -50,9 +50,10 @@ func newTypedPair(t *testing.T, cfg Config) *typedPair {
 // setKey sets key k on both: by bytes on one, by value on the other.
 func (p *typedPair) setKey(k int64) {
 	kb := codec.Int64().Append(nil, k)
-	g := keygroup.ForHash(codec.Int64().Hash(k), p.bytes.MaxParallelism())
+	h := codec.Int64().Hash(k)
+	g := keygroup.ForHash(h, p.bytes.MaxParallelism())
 	p.bytes.SetCurrentKey(kb, g)
-	p.keys.Set(k, g)
+	p.keys.Set(k, g, h)
 }
 
 // dump returns every entry of b's states, serialized, sorted.
@@ -195,7 +196,7 @@ func TestUseKeysConversion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before, dump(t, b))
 	for i := range 100 {
-		keys.Set(int64(i), groupOf(keyBytes(i), 8))
+		keys.Set(int64(i), groupOf(keyBytes(i), 8), codec.Int64().Hash(int64(i)))
 		v, err := vs.Value()
 		require.NoError(t, err)
 		require.Equal(t, int64(i), v)
@@ -223,7 +224,7 @@ func TestUseKeysConversion(t *testing.T) {
 
 	require.Panics(t, func() {
 		k, _ := UseKeys(newBackend(t, Config{MaxParallelism: 8, Parallelism: 2, Index: 1}), codec.Int64())
-		k.Set(1, 0)
+		k.Set(1, 0, codec.Int64().Hash(1))
 	}, "a key group outside the range")
 }
 
@@ -260,7 +261,7 @@ func TestTypedHotPathZeroAllocs(t *testing.T) {
 	groups := make([]int, 1024)
 	for k := range groups {
 		groups[k] = keygroup.ForHash(codec.Int64().Hash(int64(k)), b.MaxParallelism())
-		keys.Set(int64(k), groups[k])
+		keys.Set(int64(k), groups[k], codec.Int64().Hash(int64(k)))
 		_, err := rs.AddAndGet(1)
 		require.NoError(t, err)
 	}
@@ -268,7 +269,7 @@ func TestTypedHotPathZeroAllocs(t *testing.T) {
 	allocs := testing.AllocsPerRun(10000, func() {
 		k := i & 1023
 		i++
-		keys.Set(int64(k), groups[k])
+		keys.Set(int64(k), groups[k], codec.Int64().Hash(int64(k)))
 		_, _ = rs.AddAndGet(1)
 	})
 	require.Zero(t, allocs)
@@ -291,9 +292,10 @@ func BenchmarkBytesPerKey(b *testing.B) {
 				}
 				var kb, vb [8]byte
 				for i := range int64(n) {
-					g := keygroup.ForHash(codec.Int64().Hash(i), be.MaxParallelism())
+					h := codec.Int64().Hash(i)
+					g := keygroup.ForHash(h, be.MaxParallelism())
 					if typed {
-						keys.Set(i, g)
+						keys.Set(i, g, h)
 					} else {
 						binary.BigEndian.PutUint64(kb[:], uint64(i))
 						be.SetCurrentKey(kb[:], g)
@@ -314,4 +316,35 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// BenchmarkReduceByValue is the keyed sum's state access per record: set
+// an int64 key by value (1,024 keys in turn, as the keyed-sum job does)
+// and fold a 16-byte value into its reducing state.
+func BenchmarkReduceByValue(b *testing.B) {
+	type kv struct{ K, V int64 }
+	kvc := codec.Struct2(codec.Int64(), func(x kv) int64 { return x.K }, codec.Int64(), func(x kv) int64 { return x.V },
+		func(k, v int64) kv { return kv{k, v} })
+	be := newBackend(b, Config{})
+	keys, err := UseKeys(be, codec.Int64())
+	require.NoError(b, err)
+	rs, err := state.GetReducingState(be, state.ReducingDescriptor[kv]{Name: "r", Codec: kvc,
+		Reduce: func(a, b kv) kv { return kv{a.K, a.V + b.V} }})
+	require.NoError(b, err)
+	const n = 1024
+	var hashes [n]uint64
+	var groups [n]int
+	for k := range n {
+		hashes[k] = codec.Int64().Hash(int64(k))
+		groups[k] = keygroup.ForHash(hashes[k], be.MaxParallelism())
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		k := i & (n - 1)
+		keys.Set(int64(k), groups[k], hashes[k])
+		if _, err := rs.AddAndGet(kv{int64(k), int64(i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
