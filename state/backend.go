@@ -171,6 +171,22 @@ type SharedStateWriterFactory interface {
 	CreateSharedStateWriter(id barrier.CheckpointID, backend, name string) (StateWriter, error)
 }
 
+// UpdateFunc computes the new value of a key from its old one: old is the
+// stored value (ok false if there is none); it appends the new value to dst
+// and returns the result. dst may share memory with old, so fn reads old
+// completely before it appends, and it returns an error, which stores
+// nothing, only before it appends.
+type UpdateFunc func(old []byte, ok bool, dst []byte) ([]byte, error)
+
+// Updater is implemented by keyed backends that can rewrite a value where
+// it is stored: Update(s, fn) is Get then Put of (s, current key) with one
+// lookup, and no copy when the new value fits where the old one is. The
+// reducing and aggregating states use it when the backend has it. s must
+// not be a map state.
+type Updater interface {
+	Update(s StateID, fn UpdateFunc) error
+}
+
 // CheckpointListener is implemented by keyed backends that want to know
 // which checkpoints completed (an incremental backend refers only to files
 // of completed checkpoints). The task calls it on its own goroutine.

@@ -255,6 +255,12 @@ type ReducingState[T any] struct {
 	c       codec.Codec[T]
 	reduce  func(T, T) T
 	scratch []byte
+
+	// With an Updater backend, AddAndGet folds in place: fold (s.foldIn
+	// as a func value, made once) takes in and leaves the result in out.
+	upd     Updater
+	fold    UpdateFunc
+	in, out T
 }
 
 // GetReducingState returns the keyed reducing state described by d (see
@@ -268,7 +274,27 @@ func GetReducingState[T any](b KeyedBackend, d ReducingDescriptor[T]) (*Reducing
 		return nil, err
 	}
 	enableTTL(b, id, d.TTL)
-	return &ReducingState[T]{b: b, id: id, c: withTTL(d.Codec, d.TTL), reduce: d.Reduce}, nil
+	s := &ReducingState[T]{b: b, id: id, c: withTTL(d.Codec, d.TTL), reduce: d.Reduce}
+	if u, ok := b.(Updater); ok {
+		s.upd, s.fold = u, s.foldIn
+	}
+	return s, nil
+}
+
+// foldIn is the UpdateFunc of AddAndGet: old reduced with s.in, into s.out.
+func (s *ReducingState[T]) foldIn(old []byte, ok bool, dst []byte) ([]byte, error) {
+	v := s.in
+	if ok {
+		cur, err := s.c.Decode(old)
+		switch {
+		case err == nil:
+			v = s.reduce(cur, v)
+		case !errors.Is(err, errExpired):
+			return nil, err
+		}
+	}
+	s.out = v
+	return s.c.Append(dst, v), nil
 }
 
 // Get returns the current key's reduced value and whether there is one.
@@ -297,6 +323,17 @@ func (s *ReducingState[T]) Add(v T) error {
 // returned is the one the reduce function returned, which is what Get
 // would decode when the codec round-trips.
 func (s *ReducingState[T]) AddAndGet(v T) (T, error) {
+	if s.upd != nil {
+		var zero T
+		s.in = v
+		err := s.upd.Update(s.id, s.fold)
+		r := s.out
+		s.in, s.out = zero, zero // hold no references
+		if err != nil {
+			return zero, err
+		}
+		return r, nil
+	}
 	cur, ok, err := s.Get()
 	if err != nil {
 		var zero T

@@ -89,12 +89,24 @@ type reduceFunc[T any] struct {
 	c      codec.Codec[T]
 	reduce func(acc, v T) T
 	buf    []byte
+	in     T                // the element being added, for fold
+	fold   state.UpdateFunc // f.foldIn, made once
 }
 
 func (f *reduceFunc[T]) kind() state.Kind { return state.KindValue }
 func (f *reduceFunc[T]) canMerge() error  { return nil }
 
 func (f *reduceFunc[T]) add(b state.KeyedBackend, id state.StateID, v T) error {
+	if u, ok := b.(state.Updater); ok {
+		if f.fold == nil {
+			f.fold = f.foldIn
+		}
+		f.in = v
+		err := u.Update(id, f.fold)
+		var zero T
+		f.in = zero
+		return err
+	}
 	raw, ok, err := b.Get(id, nil)
 	if err != nil {
 		return err
@@ -108,6 +120,19 @@ func (f *reduceFunc[T]) add(b state.KeyedBackend, id state.StateID, v T) error {
 	}
 	f.buf = f.c.Append(f.buf[:0], v)
 	return b.Put(id, nil, f.buf)
+}
+
+// foldIn folds f.in into the stored value in place (state.Updater).
+func (f *reduceFunc[T]) foldIn(old []byte, ok bool, dst []byte) ([]byte, error) {
+	v := f.in
+	if ok {
+		acc, err := f.c.Decode(old)
+		if err != nil {
+			return nil, err
+		}
+		v = f.reduce(acc, v)
+	}
+	return f.c.Append(dst, v), nil
 }
 
 func (f *reduceFunc[T]) emit(raw []byte, _ []byte, _ Window, emit func(T) error) error {
@@ -135,8 +160,10 @@ func (f *reduceFunc[T]) merge(dst []byte, parts [][]byte) ([]byte, error) {
 }
 
 type aggregateFunc[IN, ACC, OUT any] struct {
-	f   AggregateFunction[IN, ACC, OUT]
-	buf []byte
+	f    AggregateFunction[IN, ACC, OUT]
+	buf  []byte
+	in   IN               // the element being added, for fold
+	fold state.UpdateFunc // f.foldIn, made once
 }
 
 func (f *aggregateFunc[IN, ACC, OUT]) kind() state.Kind { return state.KindValue }
@@ -149,6 +176,16 @@ func (f *aggregateFunc[IN, ACC, OUT]) canMerge() error {
 }
 
 func (f *aggregateFunc[IN, ACC, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) error {
+	if u, ok := b.(state.Updater); ok {
+		if f.fold == nil {
+			f.fold = f.foldIn
+		}
+		f.in = v
+		err := u.Update(id, f.fold)
+		var zero IN
+		f.in = zero
+		return err
+	}
 	raw, ok, err := b.Get(id, nil)
 	if err != nil {
 		return err
@@ -163,6 +200,20 @@ func (f *aggregateFunc[IN, ACC, OUT]) add(b state.KeyedBackend, id state.StateID
 	}
 	f.buf = f.f.Codec.Append(f.buf[:0], f.f.Add(acc, v))
 	return b.Put(id, nil, f.buf)
+}
+
+// foldIn adds f.in to the stored accumulator in place (state.Updater).
+func (f *aggregateFunc[IN, ACC, OUT]) foldIn(old []byte, ok bool, dst []byte) ([]byte, error) {
+	var acc ACC
+	if ok {
+		var err error
+		if acc, err = f.f.Codec.Decode(old); err != nil {
+			return nil, err
+		}
+	} else {
+		acc = f.f.New()
+	}
+	return f.f.Codec.Append(dst, f.f.Add(acc, f.in)), nil
 }
 
 func (f *aggregateFunc[IN, ACC, OUT]) emit(raw []byte, _ []byte, _ Window, emit func(OUT) error) error {

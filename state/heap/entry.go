@@ -34,6 +34,14 @@ func (e *entry) value() []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e), entryHeader)), e.c)[:e.n:e.n]
 }
 
+// buf returns the entry's whole value capacity (aliasing the entry).
+func (e *entry) buf() []byte {
+	if e.c == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e), entryHeader)), e.c)
+}
+
 // set replaces the value with v; len(v) must not exceed e.c.
 func (e *entry) set(v []byte) {
 	if len(v) > 0 {

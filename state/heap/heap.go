@@ -197,6 +197,14 @@ func (b *Backend) Put(s state.StateID, userKey, value []byte) error {
 	return b.s.put(s, userKey, value)
 }
 
+// Update implements state.Updater.
+func (b *Backend) Update(s state.StateID, fn state.UpdateFunc) error {
+	if err := b.check(s); err != nil {
+		return err
+	}
+	return b.s.update(s, fn)
+}
+
 // Append implements state.KeyedBackend.
 func (b *Backend) Append(s state.StateID, value []byte) error {
 	if err := b.check(s); err != nil {

@@ -284,10 +284,16 @@ func TestSnapshotConsistentUnderConcurrentWrites(t *testing.T) {
 	require.NoError(t, err)
 	ms, err := state.GetMapState(b, state.MapDescriptor[string, int64]{Name: "m", KeyCodec: stringCodec{}, ValueCodec: int64Codec{}})
 	require.NoError(t, err)
+	// Folded in place (state.Updater) unless a snapshot holds the entry.
+	rdesc := state.ReducingDescriptor[int64]{Name: "r", Codec: int64Codec{}, Reduce: func(a, b int64) int64 { return a + b }}
+	rs, err := state.GetReducingState(b, rdesc)
+	require.NoError(t, err)
 	const n = 5000
 	for i := range n {
 		setKey(b, i)
 		require.NoError(t, vs.Update(int64(i)))
+		_, err := rs.AddAndGet(int64(i))
+		require.NoError(t, err)
 		require.NoError(t, ls.Add(int64(i)))
 		require.NoError(t, ms.Put("a", int64(i)))
 	}
@@ -315,6 +321,9 @@ func TestSnapshotConsistentUnderConcurrentWrites(t *testing.T) {
 			v, err := vs.Value()
 			require.NoError(t, err)
 			require.NoError(t, vs.Update(v+1000*int64(round+1)))
+			r, err := rs.AddAndGet(1000 * int64(round+1))
+			require.NoError(t, err)
+			require.Equal(t, v+1000*int64(round+1), r)
 			require.NoError(t, ls.Add(-1))
 			require.NoError(t, ms.Put("a", -1))
 			require.NoError(t, ms.Put(fmt.Sprint("new", round), -1))
@@ -335,6 +344,7 @@ func TestSnapshotConsistentUnderConcurrentWrites(t *testing.T) {
 		rv, _ := state.GetValueState(r, sumDesc)
 		rl, _ := state.GetListState(r, state.ListDescriptor[int64]{Name: "l", Codec: int64Codec{}})
 		rm, _ := state.GetMapState(r, state.MapDescriptor[string, int64]{Name: "m", KeyCodec: stringCodec{}, ValueCodec: int64Codec{}})
+		rr, _ := state.GetReducingState(r, rdesc)
 		sid, _ := r.Register("sum", state.KindValue)
 		require.Equal(t, n+100*round, r.NumEntries(sid), "round %d", round)
 		for i := range n {
@@ -342,6 +352,10 @@ func TestSnapshotConsistentUnderConcurrentWrites(t *testing.T) {
 			v, err := rv.Value()
 			require.NoError(t, err)
 			require.Equal(t, int64(i)+offset, v, "round %d key %d", round, i)
+			v, ok, err := rr.Get()
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, int64(i)+offset, v, "reducing state, round %d key %d", round, i)
 			l, err := rl.Get()
 			require.NoError(t, err)
 			require.Len(t, l, 1+round)
