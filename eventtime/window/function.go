@@ -22,8 +22,9 @@ type Function[IN, OUT any] struct {
 type windowFunc[IN, OUT any] interface {
 	// kind is the kind of the contents state.
 	kind() state.Kind
-	// add adds v to the contents in state id.
-	add(b state.KeyedBackend, id state.StateID, v IN) error
+	// add adds v to the contents in state id; existed reports that there
+	// were contents before (false when it cannot tell).
+	add(b state.KeyedBackend, id state.StateID, v IN) (existed bool, err error)
 	// emit calls emit for the result(s) of the contents raw.
 	emit(raw []byte, key []byte, w Window, emit func(OUT) error) error
 	// merge appends to dst the contents combining parts, in order.
@@ -86,40 +87,41 @@ func Process[IN, OUT any](c codec.Codec[IN], fn ProcessFunc[IN, OUT]) Function[I
 }
 
 type reduceFunc[T any] struct {
-	c      codec.Codec[T]
-	reduce func(acc, v T) T
-	buf    []byte
-	in     T                // the element being added, for fold
-	fold   state.UpdateFunc // f.foldIn, made once
+	c       codec.Codec[T]
+	reduce  func(acc, v T) T
+	buf     []byte
+	in      T                // the element being added, for fold
+	existed bool             // fold found contents
+	fold    state.UpdateFunc // f.foldIn, made once
 }
 
 func (f *reduceFunc[T]) kind() state.Kind { return state.KindValue }
 func (f *reduceFunc[T]) canMerge() error  { return nil }
 
-func (f *reduceFunc[T]) add(b state.KeyedBackend, id state.StateID, v T) error {
+func (f *reduceFunc[T]) add(b state.KeyedBackend, id state.StateID, v T) (bool, error) {
 	if u, ok := b.(state.Updater); ok {
 		if f.fold == nil {
 			f.fold = f.foldIn
 		}
-		f.in = v
+		f.in, f.existed = v, false
 		err := u.Update(id, f.fold)
 		var zero T
 		f.in = zero
-		return err
+		return f.existed, err
 	}
 	raw, ok, err := b.Get(id, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if ok {
 		acc, err := f.c.Decode(raw)
 		if err != nil {
-			return err
+			return false, err
 		}
 		v = f.reduce(acc, v)
 	}
 	f.buf = f.c.Append(f.buf[:0], v)
-	return b.Put(id, nil, f.buf)
+	return ok, b.Put(id, nil, f.buf)
 }
 
 // foldIn folds f.in into the stored value in place (state.Updater).
@@ -132,6 +134,7 @@ func (f *reduceFunc[T]) foldIn(old []byte, ok bool, dst []byte) ([]byte, error) 
 		}
 		v = f.reduce(acc, v)
 	}
+	f.existed = ok
 	return f.c.Append(dst, v), nil
 }
 
@@ -160,10 +163,11 @@ func (f *reduceFunc[T]) merge(dst []byte, parts [][]byte) ([]byte, error) {
 }
 
 type aggregateFunc[IN, ACC, OUT any] struct {
-	f    AggregateFunction[IN, ACC, OUT]
-	buf  []byte
-	in   IN               // the element being added, for fold
-	fold state.UpdateFunc // f.foldIn, made once
+	f       AggregateFunction[IN, ACC, OUT]
+	buf     []byte
+	in      IN               // the element being added, for fold
+	existed bool             // fold found contents
+	fold    state.UpdateFunc // f.foldIn, made once
 }
 
 func (f *aggregateFunc[IN, ACC, OUT]) kind() state.Kind { return state.KindValue }
@@ -175,31 +179,31 @@ func (f *aggregateFunc[IN, ACC, OUT]) canMerge() error {
 	return nil
 }
 
-func (f *aggregateFunc[IN, ACC, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) error {
+func (f *aggregateFunc[IN, ACC, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) (bool, error) {
 	if u, ok := b.(state.Updater); ok {
 		if f.fold == nil {
 			f.fold = f.foldIn
 		}
-		f.in = v
+		f.in, f.existed = v, false
 		err := u.Update(id, f.fold)
 		var zero IN
 		f.in = zero
-		return err
+		return f.existed, err
 	}
 	raw, ok, err := b.Get(id, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var acc ACC
 	if ok {
 		if acc, err = f.f.Codec.Decode(raw); err != nil {
-			return err
+			return false, err
 		}
 	} else {
 		acc = f.f.New()
 	}
 	f.buf = f.f.Codec.Append(f.buf[:0], f.f.Add(acc, v))
-	return b.Put(id, nil, f.buf)
+	return ok, b.Put(id, nil, f.buf)
 }
 
 // foldIn adds f.in to the stored accumulator in place (state.Updater).
@@ -213,6 +217,7 @@ func (f *aggregateFunc[IN, ACC, OUT]) foldIn(old []byte, ok bool, dst []byte) ([
 	} else {
 		acc = f.f.New()
 	}
+	f.existed = ok
 	return f.f.Codec.Append(dst, f.f.Add(acc, f.in)), nil
 }
 
@@ -252,7 +257,7 @@ type processFunc[IN, OUT any] struct {
 func (f *processFunc[IN, OUT]) kind() state.Kind { return state.KindList }
 func (f *processFunc[IN, OUT]) canMerge() error  { return nil }
 
-func (f *processFunc[IN, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) error {
+func (f *processFunc[IN, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) (bool, error) {
 	f.buf = f.c.Append(f.buf[:0], v)
 	// Frame it: the length goes first, so encode the element, then write
 	// uvarint(len) | element in one Append.
@@ -261,7 +266,7 @@ func (f *processFunc[IN, OUT]) add(b state.KeyedBackend, id state.StateID, v IN)
 	h := binary.PutUvarint(hdr[:], uint64(n))
 	f.buf = append(f.buf, hdr[:h]...)
 	f.buf = append(f.buf, f.buf[:n]...)
-	return b.Append(id, f.buf[n:])
+	return false, b.Append(id, f.buf[n:])
 }
 
 func (f *processFunc[IN, OUT]) emit(raw []byte, key []byte, w Window, emit func(OUT) error) error {

@@ -147,6 +147,7 @@ func New[IN, OUT any](b state.KeyedBackend, cfg Config, fn Function[IN, OUT], ou
 	c.eventTime = cfg.Time == EventTime && cfg.Assigner.kind != assignerGlobal
 	c.trigger = cfg.Trigger.resolve(cfg.Assigner, cfg.Time)
 	c.lateness = cfg.AllowedLateness
+	c.timersFollowContents = timersFollowContents(cfg.Assigner, c.trigger, c.eventTime, c.lateness)
 	c.clock = cfg.Clock
 	c.store = op
 	if c.timers, err = eventtime.NewTimerService(b, name); err != nil {
@@ -245,8 +246,16 @@ func (op *Operator[IN, OUT]) ProcessElement(key []byte, keyGroup int, ts int64, 
 func (op *Operator[IN, OUT]) processWindow(w Window, ts int64, v IN) error {
 	c := &op.c
 	c.useWindow(w)
-	if err := op.fn.add(c.b, c.contentsID, v); err != nil {
+	existed, err := op.fn.add(c.b, c.contentsID, v)
+	if err != nil {
 		return err
+	}
+	if existed && c.timersFollowContents {
+		// The window's timers are pending: registering them again would
+		// find them in the timer service.
+		if mt := w.MaxTimestamp(); c.trigger.kind != triggerEventTime || mt > c.timers.CurrentWatermark() {
+			return nil
+		}
 	}
 	res, err := c.triggerOnElement(w, ts)
 	if err != nil {
@@ -342,6 +351,10 @@ type core struct {
 	store      windowStore
 	dropped    int64
 
+	// timersFollowContents: a window that has contents has its trigger
+	// and cleanup timers pending (see timersFollowContents).
+	timersFollowContents bool
+
 	contentsID, countID, fireID, sessionsID stateID
 
 	onEventTimer, onProcTimer eventtime.TimerFunc
@@ -397,6 +410,33 @@ func (c *core) useWindow(w Window) {
 		c.b.SetCurrentKey(c.wkey, c.kg)
 		c.cur, c.curW = keyWindow, w
 	}
+}
+
+// timersFollowContents reports whether, with this assigner and trigger, a
+// window's contents exist exactly while its timers are pending, so that an
+// element added to existing contents need not register them again (the
+// timer service would find them there: a lookup per element saved). The
+// first element of a window registers the trigger's timer at its
+// MaxTimestamp and the cleanup timer; the cleanup clears the contents.
+// It holds when the trigger's firing also ends the contents: the default
+// event-time trigger when it purges or when there is no allowed lateness
+// (the cleanup is then at the same time), and the processing-time trigger
+// on processing-time windows (whose cleanup is at MaxTimestamp). Merging
+// windows move timers when they merge and are left out.
+//
+// It survives a restore: the timers are keyed state flushed with the
+// contents at every snapshot.
+func timersFollowContents(a Assigner, t Trigger, eventTime bool, lateness int64) bool {
+	if a.merging() {
+		return false
+	}
+	switch t.kind {
+	case triggerEventTime:
+		return eventTime && (t.purging || lateness == 0)
+	case triggerProcessingTime:
+		return !eventTime
+	}
+	return false
 }
 
 func (c *core) now() int64 {
