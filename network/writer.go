@@ -110,10 +110,9 @@ func (w *RecordWriter[T]) Partition() *ResultPartition { return w.p }
 // blocks while the partition's pool is empty (back pressure) and fails
 // when the partition's context is cancelled.
 func (w *RecordWriter[T]) Emit(v T) error {
-	var b *builder
+	b := w.forward
 	switch w.mode {
 	case Forward:
-		b = w.forward
 	case Hash:
 		b = &w.p.builders[w.groupSub[keygroup.ForHash(w.hash(v), w.maxPar)]]
 	case Rebalance:
