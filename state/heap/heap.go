@@ -2,25 +2,28 @@
 // copy-on-write asynchronous snapshots (Flink's heap keyed state backend
 // with its CopyOnWriteStateMap).
 //
-// A Backend keeps, for each (state, key group), a Go map from key to an
-// entry holding the value bytes. Keys are the serialized keys until
-// UseKeys switches the backend to keys of a comparable Go type, looked up
-// by value (the keyed operators do this for built-in key codecs); either
-// way snapshots hold serialized keys, in the same format. Snapshots are
+// A Backend keeps, for each (state, key group), a table from key to an
+// entry holding the value bytes (an open-addressing hash table; map states
+// keep a Go map per key). Keys are the serialized keys until UseKeys
+// switches the backend to keys of a comparable Go type, looked up by value
+// and placed by the routing hash the keyed operator computed anyway (the
+// keyed operators do this for built-in key codecs); either way snapshots
+// hold serialized keys, in the same format. Update (state.Updater) folds a
+// new value into an entry in place, with one lookup. Snapshots are
 // versioned:
 //
 //   - The synchronous part of Snapshot takes the next version number v and
-//     records the current map object of every (state, key group), which is
-//     O(states × key groups) pointer copies, independent of the number of
-//     keys. From then on the maps and entries it captured are frozen.
-//   - A map object is frozen while some live snapshot's version is ≥ the
-//     version at which the map became live; the first structural write
-//     after a snapshot clones it (a shallow copy of the pointer table).
+//     records the current table of every (state, key group), which is
+//     O(states × key groups) copies, independent of the number of keys.
+//     From then on the tables and entries it captured are frozen.
+//   - A table is frozen while some live snapshot's version is ≥ the
+//     version at which the table became live; the first structural write
+//     after a snapshot clones it (a copy of its slot array).
 //   - An entry is frozen while some live snapshot's version is ≥ the
 //     entry's version; a write to it creates a new entry (with a copy of
 //     the bytes) at the current version. Entries written after the latest
 //     snapshot are updated in place, without allocating.
-//   - The asynchronous part iterates the captured maps on another
+//   - The asynchronous part iterates the captured tables on another
 //     goroutine and writes the state.KeyedSnapshotWriter format; when it is
 //     done the snapshot is released, which lowers the highest live version
 //     (an atomic), and entries become writable in place again.
