@@ -359,6 +359,12 @@ type AggregatingState[IN, ACC, OUT any] struct {
 	id      StateID
 	d       AggregatingDescriptor[IN, ACC, OUT]
 	scratch []byte
+
+	// With an Updater backend, Add folds in place through fold (s.addIn,
+	// made once), which takes in.
+	upd  Updater
+	fold UpdateFunc
+	in   IN
 }
 
 // GetAggregatingState returns the keyed aggregating state described by d
@@ -373,7 +379,29 @@ func GetAggregatingState[IN, ACC, OUT any](b KeyedBackend, d AggregatingDescript
 	}
 	enableTTL(b, id, d.TTL)
 	d.AccCodec = withTTL(d.AccCodec, d.TTL)
-	return &AggregatingState[IN, ACC, OUT]{b: b, id: id, d: d}, nil
+	s := &AggregatingState[IN, ACC, OUT]{b: b, id: id, d: d}
+	if u, ok := b.(Updater); ok {
+		s.upd, s.fold = u, s.addIn
+	}
+	return s, nil
+}
+
+// addIn is the UpdateFunc of Add: s.in added to the stored accumulator.
+func (s *AggregatingState[IN, ACC, OUT]) addIn(old []byte, ok bool, dst []byte) ([]byte, error) {
+	var acc ACC
+	if ok {
+		var err error
+		acc, err = s.d.AccCodec.Decode(old)
+		if errors.Is(err, errExpired) {
+			ok = false
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if !ok {
+		acc = s.d.NewAcc()
+	}
+	return s.d.AccCodec.Append(dst, s.d.Add(acc, s.in)), nil
 }
 
 // Get returns the current key's result and whether anything was added.
@@ -395,6 +423,13 @@ func (s *AggregatingState[IN, ACC, OUT]) Get() (OUT, bool, error) {
 
 // Add adds in to the current key's accumulator.
 func (s *AggregatingState[IN, ACC, OUT]) Add(in IN) error {
+	if s.upd != nil {
+		s.in = in
+		err := s.upd.Update(s.id, s.fold)
+		var zero IN
+		s.in = zero
+		return err
+	}
 	raw, ok, err := s.b.Get(s.id, nil)
 	if err != nil {
 		return err
