@@ -25,11 +25,15 @@ type lenReader struct {
 	emitted      *atomic.Int64
 	ended        *atomic.Bool
 	hold         func() bool
+	pace         func()     // nil, or called before each value
 	held         heldReader // for its Available
 }
 
 func (r *lenReader) Poll() ([2]int64, weir.ReadStatus, error) {
 	if r.i < r.end {
+		if r.pace != nil {
+			r.pace()
+		}
 		v := [2]int64{r.i % 37, r.i}
 		r.i += r.step
 		r.emitted.Add(1)
@@ -59,8 +63,8 @@ func (r *lenReader) Seek(pos []byte) error {
 }
 
 // unevenJob is a job whose two source subtasks have very different
-// lengths: subtask 0 reads short values, subtask 1 long ones and holds its
-// end while hold says so. Source -> map (fail, if not nil, may fail a
+// lengths: subtask 0 reads short values, subtask 1 long ones, at most 32
+// a millisecond while hold says so, and holds its end while hold says so. Source -> map (fail, if not nil, may fail a
 // record) -> keyBy -> slow running sum -> collect.
 type unevenJob struct {
 	emitted [2]atomic.Int64 // per source subtask, over all attempts
@@ -71,12 +75,22 @@ type unevenJob struct {
 func newUnevenJob(env *weir.Environment, short, long int64, hold func() bool, fail func(v [2]int64) error) *unevenJob {
 	j := &unevenJob{}
 	src := weir.FromPollingReader(env, "uneven source", func(sub, par int) (weir.PollingReader[[2]int64], error) {
-		n := short
-		var h func() bool
+		r := &lenReader{i: int64(sub), step: int64(par), end: short*int64(par) + int64(sub), emitted: &j.emitted[sub], ended: &j.ended[sub]}
 		if sub == 1 {
-			n, h = long, hold
+			r.end, r.hold = long*int64(par)+int64(sub), hold
+			if hold != nil {
+				// While held, also slowly: a test waiting for checkpoints
+				// after source 0's end needs values of this source then,
+				// however fast the machine and however much the exchange
+				// buffers.
+				r.pace = func() {
+					if r.i%64 == 1 && hold() {
+						time.Sleep(time.Millisecond)
+					}
+				}
+			}
 		}
-		return &lenReader{i: int64(sub), step: int64(par), end: n*int64(par) + int64(sub), emitted: &j.emitted[sub], ended: &j.ended[sub], hold: h}, nil
+		return r, nil
 	}).WithCodec(pairCodec)
 	m := weir.MapErr(src, func(v [2]int64) ([2]int64, error) {
 		if fail != nil {
@@ -267,11 +281,21 @@ func TestWindowsFireAfterRestoreWithFinishedSource(t *testing.T) {
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, Storage: st}))
 	var emitted [2]atomic.Int64
 	src := weir.FromPollingReader(env, "uneven source", func(sub, par int) (weir.PollingReader[[2]int64], error) {
-		n, hold := int64(short), func() bool { return false }
+		r := &lenReader{i: int64(sub), step: int64(par), end: short*int64(par) + int64(sub), emitted: &emitted[sub], ended: &ended[sub],
+			hold: func() bool { return false }}
 		if sub == 1 {
-			n, hold = long, func() bool { return !killed.Load() }
+			// The failure needs values of this source after two
+			// checkpoints that follow source 0's end: this source must
+			// not run out of them first, however fast the machine.
+			r.end = long*int64(par) + int64(sub)
+			r.hold = func() bool { return !killed.Load() }
+			r.pace = func() {
+				if !killed.Load() && r.i%64 == 1 {
+					time.Sleep(time.Millisecond)
+				}
+			}
 		}
-		return &lenReader{i: int64(sub), step: int64(par), end: n*int64(par) + int64(sub), emitted: &emitted[sub], ended: &ended[sub], hold: hold}, nil
+		return r, nil
 	}).WithCodec(pairCodec)
 	stamped := weir.AssignTimestamps(src, weir.MonotonousTimestamps(func(v [2]int64) int64 { return v[1] }))
 	m := weir.MapErr(stamped, func(v [2]int64) ([2]int64, error) {

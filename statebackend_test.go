@@ -60,7 +60,10 @@ func TestStateBackendsAgreeUnderKills(t *testing.T) {
 // p=2 restores at p=3, whose savepoint restores at p=1, each job on a
 // backend of the chain; together they count every record exactly once.
 func TestStateBackendsRescaleAcrossBackends(t *testing.T) {
-	const n = 40000
+	// Enough records that no source subtask of the p=3 job (a quarter of
+	// the rest each for two of them) can finish before its savepoint: a
+	// vertex that partly finished restores only at its parallelism.
+	const n = 100000
 	heap := weir.HeapBackend()
 	peb := weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20})
 	for _, chain := range []struct {

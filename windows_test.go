@@ -160,7 +160,9 @@ func TestWindowsMatchBatch(t *testing.T) {
 
 // failAfterCheckpoint returns a map function that panics at the records
 // of failAt once a checkpoint completed since the previous failure, and
-// the function that reports whether every failure fired.
+// the function that reports whether every failure fired. While a failure
+// is due and waits for its checkpoint, each record takes 200 µs, so that
+// the source does not run out of records first on a loaded machine.
 func failAfterCheckpoint(job *atomic.Pointer[weir.Job], failAt []int64) (func(event) event, func() bool) {
 	var (
 		seen, next  atomic.Int64
@@ -181,6 +183,7 @@ func failAfterCheckpoint(job *atomic.Pointer[weir.Job], failAt []int64) (func(ev
 			completedAt.Store(done)
 			panic(fmt.Sprintf("injected failure %d at record %d", k, c))
 		}
+		time.Sleep(200 * time.Microsecond)
 		return e
 	}
 	return f, func() bool { return int(next.Load()) >= len(failAt) }
