@@ -370,7 +370,7 @@ func addWindowOp[T, K, OUT, R any](w *WindowedStream[T, K], name string, fn wind
 		cfg := cfg
 		cfg.SideOutputLateData = late != nil
 		o := &windowOperator[T, K, OUT, R]{opBase: base(rc), cfg: cfg, fn: fn, next: next, late: late, result: result,
-			key: ks.fn, kc: ks.kc, maxPar: rc.MaxParallelism}
+			key: ks.fn, kc: ks.kc, hash: codec.HashFunc(ks.kc), maxPar: rc.MaxParallelism}
 		return o, o, nil
 	}
 	w.node = n
@@ -390,6 +390,7 @@ type windowOperator[T, K, OUT, R any] struct {
 	result func(key []byte, w window.Window, v OUT) (R, error)
 	key    func(T) K
 	kc     codec.Codec[K]
+	hash   func(K) uint64 // codec.Hash64 of the encoded key, without encoding
 	maxPar int
 
 	ctx     *task.OperatorContext
@@ -411,8 +412,9 @@ func (o *windowOperator[T, K, OUT, R]) Open(ctx *task.OperatorContext) error {
 
 func (o *windowOperator[T, K, OUT, R]) collect(v T, ts int64) (err error) {
 	o.enter()
-	o.keyBuf = o.kc.Append(o.keyBuf[:0], o.key(v))
-	kg := keygroup.ForHash(codec.Hash64(o.keyBuf), o.maxPar)
+	k := o.key(v)
+	o.keyBuf = o.kc.Append(o.keyBuf[:0], k)
+	kg := keygroup.ForHash(o.hash(k), o.maxPar)
 	if err := o.core.ProcessElement(o.keyBuf, kg, ts, v); err != nil {
 		return err
 	}
