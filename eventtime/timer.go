@@ -59,10 +59,11 @@ type TimerFunc func(t Timer) error
 //
 // The timers are in memory (Flink's heap priority queue set): per record
 // key the set of its timers, which registering checks so that duplicates
-// never enter, and per domain a queue over them: a bucket per timestamp,
-// sorted by key and namespace when it comes due, and a heap of the
-// buckets. A deleted timer stays queued until it comes to the front or the
-// queue holds more deleted entries than timers (it is then rebuilt).
+// never enter, and per domain a queue over them (timerQueue: the timers
+// registered since it last had to be ordered, sorted at once into a run
+// when the earliest may be among them, and a few sorted runs). A deleted
+// timer stays queued until it comes to the front or the queue holds more
+// deleted entries than timers (it is then filtered).
 //
 // They are keyed state all the same: Flush writes what changed since the
 // previous Flush into the operator's state.KeyedBackend, in two map states
@@ -187,15 +188,6 @@ func (k *timerKey) remove(i int) {
 // endian integers: comparing two prefixes orders keys bytewise, except
 // that equal prefixes need a comparison of the whole keys.
 type timerPrefix struct{ hi, lo uint64 }
-
-// timerItem is one entry of a queue. prefix copies k.prefix so that most
-// comparisons of timers with equal timestamps need not follow k.
-type timerItem struct {
-	ts     int64
-	prefix timerPrefix
-	k      *timerKey
-	ns     string
-}
 
 // timerUserKeyLen is the length of the timestamp prefix of a timer's user
 // key.
@@ -510,12 +502,12 @@ func (s *TimerService) kill(k *timerKey, i int) {
 // enqueue queues timer (ts, ns) of k.
 func (s *TimerService) enqueue(q *timerQueue, k *timerKey, ts int64, ns string) {
 	k.refs++
-	q.push(timerItem{ts: ts, prefix: k.prefix, k: k, ns: ns})
+	q.push(timerEntry{ts: ts, prefix: k.prefix, k: k, ns: ns})
 }
 
 // live returns the index of the live timer of queue entry it, or -1 if
 // the entry is stale (its timer was deleted or fired already).
-func (s *TimerService) live(d TimerDomain, it timerItem) int {
+func (s *TimerService) live(d TimerDomain, it timerEntry) int {
 	i := it.k.find(keyTimerID{ts: it.ts, ns: it.ns, d: d})
 	if i >= 0 && !it.k.timers[i].live {
 		return -1
@@ -557,7 +549,7 @@ func (s *TimerService) next(d TimerDomain) (int64, bool) {
 	if q.len() == q.live {
 		return q.minTimestamp()
 	}
-	return q.firstLive(func(it timerItem) bool {
+	return q.firstLive(func(it timerEntry) bool {
 		if s.live(d, it) >= 0 {
 			return false
 		}
@@ -570,7 +562,7 @@ func (s *TimerService) next(d TimerDomain) (int64, bool) {
 // compact drops the stale entries of domain d's queue.
 func (s *TimerService) compact(d TimerDomain) {
 	q := &s.q[d]
-	q.filter(func(it timerItem) bool {
+	q.filter(func(it timerEntry) bool {
 		if s.live(d, it) >= 0 {
 			return true
 		}
