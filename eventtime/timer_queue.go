@@ -47,13 +47,15 @@ const (
 	timerFreeRunMax = 1 << 21
 )
 
-// timerEntry is one entry of a queue. prefix copies k.prefix so that most
-// comparisons of timers with equal timestamps need not follow k.
+// timerEntry is one entry of a queue: a timer of k in k.timers[slot].
+// prefix copies k.prefix so that most comparisons of timers with equal
+// timestamps need not follow k.
 type timerEntry struct {
 	ts     int64
 	prefix timerPrefix
 	k      *timerKey
 	ns     string
+	slot   int32
 }
 
 // timerCompare orders two timers by timestamp, key, then namespace.
