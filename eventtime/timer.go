@@ -121,7 +121,7 @@ type timerKey struct {
 	// Freed slots are chained from free for reuse, and all are dropped
 	// once none is used. index finds the timers when there are many.
 	timers   []keyTimer
-	index    map[keyTimerID]int32
+	index    *timerIndex
 	used     int32 // slots in use
 	free     int32 // 1 + the first free slot; 0 if none
 	interned bool  // in keys (a released key stays listed in dirty)
@@ -159,11 +159,24 @@ func (t *keyTimer) is(id keyTimerID) bool {
 // found through a map rather than by a scan.
 const keyTimerIndexMin = 16
 
+// timerIndex finds the timers of a key that has many: by timestamp, and
+// those whose timestamp another of the key's timers has (in another
+// namespace or domain) by their whole identity. A timestamp hashes much
+// faster than a keyTimerID (three hashes, one of them of a string), and a
+// key's timers seldom share one. It may name slots freed since (removing
+// a timer leaves it be): lookups check the slot.
+type timerIndex struct {
+	byTs   map[int64]int32
+	others map[keyTimerID]int32
+}
+
 // find returns the slot of timer id, or -1.
 func (k *timerKey) find(id keyTimerID) int {
-	if k.index != nil {
-		// The index may name a slot freed since: is checks.
-		if i, ok := k.index[id]; ok && k.timers[i].is(id) {
+	if x := k.index; x != nil {
+		if i, ok := x.byTs[id.ts]; ok && k.timers[i].is(id) {
+			return int(i)
+		}
+		if i, ok := x.others[id]; ok && k.timers[i].is(id) {
 			return int(i)
 		}
 		return -1
@@ -187,25 +200,42 @@ func (k *timerKey) add(t keyTimer) int {
 		k.timers = append(k.timers, t)
 	}
 	k.used++
+	x := k.index
 	switch {
-	case k.index == nil && k.used <= keyTimerIndexMin:
-	case k.index == nil || len(k.index) >= 2*int(k.used)+keyTimerIndexMin:
+	case x == nil && k.used <= keyTimerIndexMin:
+	case x == nil || len(x.byTs)+len(x.others) >= 2*int(k.used)+keyTimerIndexMin:
 		// Build the index, or rebuild it without the entries of freed
-		// slots (removing frees nothing from it) once they are as many
-		// as the timers.
-		if k.index == nil {
-			k.index = make(map[keyTimerID]int32, 2*k.used)
+		// slots once they are as many as the timers.
+		if x == nil {
+			x = &timerIndex{byTs: make(map[int64]int32, 2*k.used)}
+			k.index = x
 		}
-		clear(k.index)
+		clear(x.byTs)
+		clear(x.others)
 		for j := range k.timers {
 			if t := &k.timers[j]; t.live || t.stored {
-				k.index[t.id()] = int32(j)
+				k.index.add(k.timers, j)
 			}
 		}
 	default:
-		k.index[t.id()] = int32(i)
+		x.add(k.timers, i)
 	}
 	return i
+}
+
+// add indexes timers[i].
+func (x *timerIndex) add(timers []keyTimer, i int) {
+	t := &timers[i]
+	if j, ok := x.byTs[t.ts]; ok && int(j) != i {
+		if o := &timers[j]; (o.live || o.stored) && o.ts == t.ts {
+			if x.others == nil {
+				x.others = map[keyTimerID]int32{}
+			}
+			x.others[t.id()] = int32(i)
+			return
+		}
+	}
+	x.byTs[t.ts] = int32(i)
 }
 
 // remove frees slot i; the last timer leaving drops all slots.
