@@ -39,13 +39,11 @@ type timerRun struct {
 	pos int
 }
 
-// At most timerFreeRuns emptied run slices, of at most timerFreeRunMax
-// entries each, are kept for reuse: enough that a steady flow of timers
-// allocates nothing, while a burst's memory goes back to the heap.
-const (
-	timerFreeRuns   = 4
-	timerFreeRunMax = 1 << 21
-)
+// timerFreeRuns is the number of emptied run slices kept for reuse besides
+// the pending list and the sorter's buffer: enough that a steady flow of
+// timers, or a backlog that comes back, allocates nothing. Like a map's,
+// the queue's memory is that of its largest backlog.
+const timerFreeRuns = 2
 
 // timerEntry is one entry of a queue: a timer of k in k.timers[slot].
 // prefix copies k.prefix so that most comparisons of timers with equal
@@ -97,6 +95,12 @@ func (q *timerQueue) len() int { return q.entries }
 func (q *timerQueue) push(e timerEntry) {
 	if len(q.pending) == 0 || e.ts < q.pendingMin {
 		q.pendingMin = e.ts
+	}
+	if len(q.pending) == cap(q.pending) {
+		// Double: append grows a long slice by a quarter at a time, so
+		// that a backlog of a million timers is copied about four times
+		// over while it builds up; doubling copies it about once.
+		q.pending = slices.Grow(q.pending, max(len(q.pending), 64))
 	}
 	q.pending = append(q.pending, e)
 	q.entries++
@@ -263,7 +267,6 @@ func (q *timerQueue) spare() []timerEntry {
 func (q *timerQueue) recycle(e []timerEntry) {
 	clear(e)
 	switch {
-	case cap(e) > timerFreeRunMax:
 	case cap(q.pending) == 0:
 		q.pending = e[:0]
 	case len(q.free) < timerFreeRuns:

@@ -80,19 +80,21 @@ func timerSortWords(e *timerEntry) [3]uint64 {
 // sortPacked writes e into out ordered by timestamp and key prefix if it
 // can pack, per entry, the bits of those that differ between entries and
 // the entry's position into a uint64, and reports whether it could and
-// whether two entries have equal timestamps and prefixes. Each of
-// the three words contributes its span from the lowest to the highest bit
-// that differs (timestamps close together, the few digits that number
-// keys), so that few radix passes of up to timerDigitBits bits sort the
-// packed keys.
+// whether two entries have equal timestamps and prefixes. A timestamp
+// contributes its offset from the least (shifted past the low bits that
+// all share), each prefix word its span from the lowest to the highest
+// bit that differs (the few digits that number keys), so that few radix
+// passes of up to timerDigitBits bits sort the packed keys.
 func (s *timerSorter) sortPacked(e, out []timerEntry) (ok, ties bool) {
 	var diff [3]uint64
 	w0 := timerSortWords(&e[0])
+	minTs, maxTs := w0[0], w0[0]
 	for i := range e {
 		w := timerSortWords(&e[i])
 		diff[0] |= w[0] ^ w0[0]
 		diff[1] |= w[1] ^ w0[1]
 		diff[2] |= w[2] ^ w0[2]
+		minTs, maxTs = min(minTs, w[0]), max(maxTs, w[0])
 	}
 	var low, span [3]uint
 	total := uint(0)
@@ -100,6 +102,11 @@ func (s *timerSorter) sortPacked(e, out []timerEntry) (ok, ties bool) {
 		if d != 0 {
 			low[w] = uint(bits.TrailingZeros64(d))
 			span[w] = uint(bits.Len64(d)) - low[w]
+			if w == 0 {
+				// An offset spans fewer bits than the xor when the
+				// timestamps cross a power of two.
+				span[w] = uint(bits.Len64((maxTs - minTs) >> low[w]))
+			}
 			total += span[w]
 		}
 	}
@@ -114,7 +121,7 @@ func (s *timerSorter) sortPacked(e, out []timerEntry) (ok, ties bool) {
 	m0, m1, m2 := uint64(1)<<span[0]-1, uint64(1)<<span[1]-1, uint64(1)<<span[2]-1
 	for i := range e {
 		w := timerSortWords(&e[i])
-		x := (w[0] >> low[0]) & m0
+		x := ((w[0] - minTs) >> low[0]) & m0
 		x = x<<span[1] | (w[1]>>low[1])&m1
 		x = x<<span[2] | (w[2]>>low[2])&m2
 		keys[i] = x<<posBits | uint64(i)

@@ -13,7 +13,8 @@ import (
 // The radix sort orders like timerCompare: keys that share their first
 // bytes, keys longer than 16 bytes that differ only after them, empty
 // keys, several namespaces per key; one timestamp, a few (groups above and
-// below the radix threshold), all distinct, negative ones.
+// below the radix threshold), all distinct, negative ones, some on either
+// side of a power of two.
 func TestTimerSorterMatchesCompare(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	keyKinds := []func(i int) []byte{
@@ -28,6 +29,7 @@ func TestTimerSorterMatchesCompare(t *testing.T) {
 		func(i int) int64 { return int64(i%3) * 1000 },
 		func(int) int64 { return int64(rng.IntN(2*timerRadixMin)) - timerRadixMin },
 		func(i int) int64 { return int64(uint64(i) * 0x9e3779b97f4a7c15) },
+		func(i int) int64 { return 1<<20 - 100 + int64(i*7919%200)*3 }, // across a power of two
 	}
 	for _, n := range []int{timerRadixMin - 1, timerRadixMin, 1000, 5000} {
 		for kind, key := range keyKinds {
