@@ -214,7 +214,7 @@ func (k *timerKey) add(t keyTimer) int {
 		clear(x.others)
 		for j := range k.timers {
 			if t := &k.timers[j]; t.live || t.stored {
-				k.index.add(k.timers, j)
+				x.add(k.timers, j)
 			}
 		}
 	default:

@@ -23,18 +23,19 @@ type timerSortKey struct {
 }
 
 // timerSorter sorts queue entries like timerCompare. Many entries (the
-// pending timers of a queue) are sorted by a least-significant-digit radix
-// sort over the bytes of their timestamps and 16-byte key prefixes that
-// differ between them (few: timestamps are close together, keys share
-// their first bytes or are shorter than 16), then runs of equal prefixes
-// by comparison. When those bytes and an entry's position fit in 64 bits
-// (every key's timer of a window end or two: timestamp and key differ in a
-// handful of bytes) the passes move packed uint64s; otherwise entries are
-// sorted by timestamp, then each large group of one timestamp by prefix.
-// Its buffers are reused.
+// pending timers of a queue) are sorted by least-significant-digit radix
+// passes that skip what all the entries share, then runs of equal
+// timestamps and prefixes by comparison. When the timestamps' offsets
+// from the least, the spans of prefix bits that differ and an entry's
+// position fit in 64 bits (every key's timer of a window end or two, or a
+// backlog of a million timestamps over ten thousand numbered keys), the
+// passes move packed uint64s, up to timerDigitBits bits a pass;
+// otherwise 32-byte keys, by timestamp, then each large group of one
+// timestamp by prefix, a pass per byte that differs. Its buffers are
+// reused.
 type timerSorter struct {
 	packed, ptmp []uint64
-	counts       [(64 + timerDigitBits - 1) / timerDigitBits][1 << timerDigitBits]int32
+	counts       *[(64 + timerDigitBits - 1) / timerDigitBits][1 << timerDigitBits]int32 // 48 KiB: allocated by the first radix sort
 	keys, tmp    []timerSortKey
 	out          []timerEntry
 }
@@ -132,6 +133,9 @@ func (s *timerSorter) sortPacked(e, out []timerEntry) (ok, ties bool) {
 		digit := (total + passes - 1) / passes
 		mask := uint64(1)<<digit - 1
 		// The histograms of all passes in one read of the keys.
+		if s.counts == nil {
+			s.counts = new([(64 + timerDigitBits - 1) / timerDigitBits][1 << timerDigitBits]int32)
+		}
 		counts := s.counts[:passes]
 		clear(counts)
 		for _, x := range a {
