@@ -59,10 +59,11 @@ type TimerFunc func(t Timer) error
 //
 // The timers are in memory (Flink's heap priority queue set): per record
 // key the set of its timers, which registering checks so that duplicates
-// never enter, and per domain a queue over them: a bucket per timestamp,
-// sorted by key and namespace when it comes due, and a heap of the
-// buckets. A deleted timer stays queued until it comes to the front or the
-// queue holds more deleted entries than timers (it is then rebuilt).
+// never enter, and per domain a queue over them (timerQueue: the timers
+// registered since it last had to be ordered, sorted at once into a run
+// when the earliest may be among them, and a few sorted runs). A deleted
+// timer stays queued until it comes to the front or the queue holds more
+// deleted entries than timers (it is then filtered).
 //
 // They are keyed state all the same: Flush writes what changed since the
 // previous Flush into the operator's state.KeyedBackend, in two map states
@@ -84,7 +85,7 @@ type TimerFunc func(t Timer) error
 type TimerService struct {
 	b    state.KeyedBackend
 	q    [2]timerQueue
-	keys map[string]*timerKey // keys with timers or queue entries
+	keys timerKeyTable // keys with timers or queue entries
 
 	// dirty lists the keys with timers to write to the backend or to
 	// remove from it at the next Flush; a key that left keys since may
@@ -112,13 +113,19 @@ type TimerService struct {
 type timerKey struct {
 	key    []byte
 	prefix timerPrefix
-	group  int
-	refs   int
+	group  int32
+	refs   int32
 	// timers holds the key's live timers and the deleted or fired ones
-	// still in the backend; index finds them when there are many.
-	timers []keyTimer
-	index  map[keyTimerID]int
-	dirty  bool // listed in TimerService.dirty
+	// still in the backend, each in a slot that stays its own while it is
+	// in use, so that a queue entry finds its timer without a search.
+	// Freed slots are chained from free for reuse, and all are dropped
+	// once none is used. index finds the timers when there are many.
+	timers   []keyTimer
+	index    *timerIndex
+	used     int32 // slots in use
+	free     int32 // 1 + the first free slot; 0 if none
+	interned bool  // in keys (a released key stays listed in dirty)
+	dirty    bool  // listed in TimerService.dirty
 }
 
 // keyTimerID identifies one of a key's timers.
@@ -129,73 +136,124 @@ type keyTimerID struct {
 }
 
 // keyTimer is one of a key's timers: live (registered, not yet fired or
-// deleted) and/or stored (in the backend as of the last Flush).
+// deleted) and/or stored (in the backend as of the last Flush); a slot
+// that is neither is free, and its ts holds the next free slot (as
+// timerKey.free does). It is keyTimerID's fields and the flags in 32 bytes
+// (embedding keyTimerID would pad it to 40): a key's record with its first
+// two timers fits in fewer cache lines.
 type keyTimer struct {
-	keyTimerID
+	ts           int64
+	ns           string
+	d            TimerDomain
 	live, stored bool
+}
+
+func (t *keyTimer) id() keyTimerID { return keyTimerID{ts: t.ts, ns: t.ns, d: t.d} }
+
+// is reports whether slot t holds the timer id.
+func (t *keyTimer) is(id keyTimerID) bool {
+	return (t.live || t.stored) && t.ts == id.ts && t.d == id.d && t.ns == id.ns
 }
 
 // keyTimerIndexMin is the number of timers of one key from which they are
 // found through a map rather than by a scan.
 const keyTimerIndexMin = 16
 
+// timerIndex finds the timers of a key that has many: by timestamp, and
+// those whose timestamp another of the key's timers has (in another
+// namespace or domain) by their whole identity. A timestamp hashes much
+// faster than a keyTimerID (three hashes, one of them of a string), and a
+// key's timers seldom share one. It may name slots freed since (removing
+// a timer leaves it be): lookups check the slot.
+type timerIndex struct {
+	byTs   map[int64]int32
+	others map[keyTimerID]int32
+}
+
+// find returns the slot of timer id, or -1.
 func (k *timerKey) find(id keyTimerID) int {
-	if k.index != nil {
-		if i, ok := k.index[id]; ok {
-			return i
+	if x := k.index; x != nil {
+		if i, ok := x.byTs[id.ts]; ok && k.timers[i].is(id) {
+			return int(i)
+		}
+		if i, ok := x.others[id]; ok && k.timers[i].is(id) {
+			return int(i)
 		}
 		return -1
 	}
 	for i := range k.timers {
-		if k.timers[i].keyTimerID == id {
+		if k.timers[i].is(id) {
 			return i
 		}
 	}
 	return -1
 }
 
-func (k *timerKey) add(t keyTimer) {
-	k.timers = append(k.timers, t)
-	if k.index != nil {
-		k.index[t.keyTimerID] = len(k.timers) - 1
-	} else if len(k.timers) > keyTimerIndexMin {
-		k.index = make(map[keyTimerID]int, 2*len(k.timers))
-		for i := range k.timers {
-			k.index[k.timers[i].keyTimerID] = i
-		}
+// add puts t in a free slot and returns the slot.
+func (k *timerKey) add(t keyTimer) int {
+	i := len(k.timers)
+	if k.free > 0 {
+		i = int(k.free - 1)
+		k.free = int32(k.timers[i].ts)
+		k.timers[i] = t
+	} else {
+		k.timers = append(k.timers, t)
 	}
+	k.used++
+	x := k.index
+	switch {
+	case x == nil && k.used <= keyTimerIndexMin:
+	case x == nil || len(x.byTs)+len(x.others) >= 2*int(k.used)+keyTimerIndexMin:
+		// Build the index, or rebuild it without the entries of freed
+		// slots once they are as many as the timers.
+		if x == nil {
+			x = &timerIndex{byTs: make(map[int64]int32, 2*k.used)}
+			k.index = x
+		}
+		clear(x.byTs)
+		clear(x.others)
+		for j := range k.timers {
+			if t := &k.timers[j]; t.live || t.stored {
+				x.add(k.timers, j)
+			}
+		}
+	default:
+		x.add(k.timers, i)
+	}
+	return i
 }
 
-// remove removes timer i (the last one takes its place).
-func (k *timerKey) remove(i int) {
-	last := len(k.timers) - 1
-	if k.index != nil {
-		delete(k.index, k.timers[i].keyTimerID)
-		if i != last {
-			k.index[k.timers[last].keyTimerID] = i
+// add indexes timers[i].
+func (x *timerIndex) add(timers []keyTimer, i int) {
+	t := &timers[i]
+	if j, ok := x.byTs[t.ts]; ok && int(j) != i {
+		if o := &timers[j]; (o.live || o.stored) && o.ts == t.ts {
+			if x.others == nil {
+				x.others = map[keyTimerID]int32{}
+			}
+			x.others[t.id()] = int32(i)
+			return
 		}
 	}
-	k.timers[i] = k.timers[last]
-	k.timers[last] = keyTimer{}
-	k.timers = k.timers[:last]
-	if len(k.timers) == 0 {
-		k.index = nil
+	x.byTs[t.ts] = int32(i)
+}
+
+// remove frees slot i; the last timer leaving drops all slots.
+func (k *timerKey) remove(i int) {
+	k.used--
+	if k.used == 0 {
+		clear(k.timers)
+		k.timers, k.index, k.free = k.timers[:0], nil, 0
+		return
 	}
+	k.timers[i] = keyTimer{ts: int64(k.free)}
+	k.free = int32(i + 1)
 }
 
 // timerPrefix holds the first 16 bytes of a key, zero-padded, as two big
 // endian integers: comparing two prefixes orders keys bytewise, except
 // that equal prefixes need a comparison of the whole keys.
 type timerPrefix struct{ hi, lo uint64 }
-
-// timerItem is one entry of a queue. prefix copies k.prefix so that most
-// comparisons of timers with equal timestamps need not follow k.
-type timerItem struct {
-	ts     int64
-	prefix timerPrefix
-	k      *timerKey
-	ns     string
-}
 
 // timerUserKeyLen is the length of the timestamp prefix of a timer's user
 // key.
@@ -221,7 +279,7 @@ func NewTimerService(b state.KeyedBackend, name string) (*TimerService, error) {
 	}
 	s := &TimerService{
 		b:         b,
-		keys:      map[string]*timerKey{},
+		keys:      newTimerKeyTable(),
 		watermark: math.MinInt64,
 		procTime:  math.MinInt64,
 	}
@@ -239,13 +297,12 @@ func NewTimerService(b state.KeyedBackend, name string) (*TimerService, error) {
 				return false
 			}
 			k := s.intern(key, keyGroup)
-			t := keyTimer{keyTimerID: keyTimerID{ts: timerDecodeTimestamp(userKey), ns: string(userKey[timerUserKeyLen:]), d: TimerDomain(d)}, live: true, stored: true}
-			if k.find(t.keyTimerID) >= 0 {
+			t := keyTimer{ts: timerDecodeTimestamp(userKey), ns: string(userKey[timerUserKeyLen:]), d: TimerDomain(d), live: true, stored: true}
+			if k.find(t.id()) >= 0 {
 				derr = fmt.Errorf("%w: timer at %d of key %q twice", state.ErrCorruptState, t.ts, key)
 				return false
 			}
-			k.add(t)
-			s.enqueue(q, k, t.ts, t.ns)
+			s.enqueue(q, k, k.add(t), t.ts, t.ns)
 			q.live++
 			return true
 		})
@@ -378,13 +435,14 @@ func (s *TimerService) flush() error {
 // ones from it.
 func (s *TimerService) flushKey(k *timerKey) error {
 	set := false
-	for i := len(k.timers) - 1; i >= 0; i-- {
+	// Forward: removing the last timer empties k.timers.
+	for i := 0; i < len(k.timers); i++ {
 		t := &k.timers[i]
 		if t.live == t.stored {
 			continue
 		}
 		if !set {
-			s.b.SetCurrentKey(k.key, k.group)
+			s.b.SetCurrentKey(k.key, int(k.group))
 			set = true
 		}
 		s.ubuf = timerAppendUserKey(s.ubuf[:0], t.ts, t.ns)
@@ -409,7 +467,7 @@ func (s *TimerService) markDirty(k *timerKey) {
 		return
 	}
 	k.dirty = true
-	if len(s.dirty) >= 2*len(s.keys)+1024 {
+	if len(s.dirty) >= 2*s.keys.len()+1024 {
 		s.pruneDirty() // no Flush for a while (a job without checkpoints)
 	}
 	s.dirty = append(s.dirty, k)
@@ -420,7 +478,7 @@ func (s *TimerService) markDirty(k *timerKey) {
 func (s *TimerService) pruneDirty() {
 	kept := s.dirty[:0]
 	for _, k := range s.dirty {
-		if k.dirty && s.keys[string(k.key)] == k {
+		if k.dirty && k.interned {
 			kept = append(kept, k)
 		} else {
 			k.dirty = false
@@ -457,19 +515,19 @@ func (s *TimerService) registerFor(d TimerDomain, key []byte, group int, ts int6
 	if string(ns) != s.lastNS {
 		s.lastNS = string(ns)
 	}
-	id := keyTimerID{ts: ts, ns: s.lastNS, d: d}
-	if i := k.find(id); i >= 0 {
+	i := k.find(keyTimerID{ts: ts, ns: s.lastNS, d: d})
+	if i >= 0 {
 		t := &k.timers[i]
 		if t.live {
 			return nil
 		}
 		t.live = true // deleted or fired, still in the backend
 	} else {
-		k.add(keyTimer{keyTimerID: id, live: true})
+		i = k.add(keyTimer{ts: ts, ns: s.lastNS, d: d, live: true})
 		s.markDirty(k)
 	}
 	q := &s.q[d]
-	s.enqueue(q, k, ts, s.lastNS)
+	s.enqueue(q, k, i, ts, s.lastNS)
 	q.live++
 	return nil
 }
@@ -479,7 +537,7 @@ func (s *TimerService) delete(d TimerDomain, ts int64, ns []byte) error {
 	if group < 0 {
 		return fmt.Errorf("eventtime: %s timer deleted without a current key", d)
 	}
-	k := s.keys[string(key)]
+	k := s.keys.find(s.keys.hash(key), key)
 	if k == nil {
 		return nil
 	}
@@ -507,20 +565,22 @@ func (s *TimerService) kill(k *timerKey, i int) {
 	k.remove(i)
 }
 
-// enqueue queues timer (ts, ns) of k.
-func (s *TimerService) enqueue(q *timerQueue, k *timerKey, ts int64, ns string) {
+// enqueue queues timer (ts, ns) of k, in slot i.
+func (s *TimerService) enqueue(q *timerQueue, k *timerKey, i int, ts int64, ns string) {
 	k.refs++
-	q.push(timerItem{ts: ts, prefix: k.prefix, k: k, ns: ns})
+	q.push(timerEntry{ts: ts, prefix: k.prefix, k: k, ns: ns, slot: int32(i)})
 }
 
-// live returns the index of the live timer of queue entry it, or -1 if
-// the entry is stale (its timer was deleted or fired already).
-func (s *TimerService) live(d TimerDomain, it timerItem) int {
-	i := it.k.find(keyTimerID{ts: it.ts, ns: it.ns, d: d})
-	if i >= 0 && !it.k.timers[i].live {
-		return -1
+// live reports whether the timer of queue entry it, of domain d, is live:
+// the entry is stale if its timer was deleted or fired already (its slot
+// is free, holds another timer, or is gone with all of the key's).
+func (s *TimerService) live(d TimerDomain, it timerEntry) bool {
+	ts := it.k.timers
+	if int(it.slot) >= len(ts) {
+		return false
 	}
-	return i
+	t := &ts[it.slot]
+	return t.live && t.ts == it.ts && t.d == d && t.ns == it.ns
 }
 
 func (s *TimerService) advance(d TimerDomain, t int64, fire TimerFunc) error {
@@ -533,17 +593,16 @@ func (s *TimerService) advance(d TimerDomain, t int64, fire TimerFunc) error {
 		}
 		it := q.take()
 		k := it.k
-		i := s.live(d, it)
-		if i < 0 {
+		if !s.live(d, it) {
 			k.refs--
 			s.release(k)
 			continue
 		}
-		s.kill(k, i)
+		s.kill(k, int(it.slot))
 		q.live--
-		s.b.SetCurrentKey(k.key, k.group)
+		s.b.SetCurrentKey(k.key, int(k.group))
 		s.fbuf = timerAppendUserKey(s.fbuf[:0], it.ts, it.ns)
-		err := fire(Timer{Timestamp: it.ts, Key: k.key, KeyGroup: k.group, Namespace: s.fbuf[timerUserKeyLen:]})
+		err := fire(Timer{Timestamp: it.ts, Key: k.key, KeyGroup: int(k.group), Namespace: s.fbuf[timerUserKeyLen:]})
 		k.refs--
 		s.release(k)
 		if err != nil {
@@ -557,8 +616,8 @@ func (s *TimerService) next(d TimerDomain) (int64, bool) {
 	if q.len() == q.live {
 		return q.minTimestamp()
 	}
-	return q.firstLive(func(it timerItem) bool {
-		if s.live(d, it) >= 0 {
+	return q.firstLive(func(it timerEntry) bool {
+		if s.live(d, it) {
 			return false
 		}
 		it.k.refs--
@@ -570,8 +629,8 @@ func (s *TimerService) next(d TimerDomain) (int64, bool) {
 // compact drops the stale entries of domain d's queue.
 func (s *TimerService) compact(d TimerDomain) {
 	q := &s.q[d]
-	q.filter(func(it timerItem) bool {
-		if s.live(d, it) >= 0 {
+	q.filter(func(it timerEntry) bool {
+		if s.live(d, it) {
 			return true
 		}
 		it.k.refs--
@@ -585,31 +644,38 @@ func (s *TimerService) intern(key []byte, group int) *timerKey {
 	if k := s.lastKey; k != nil && bytes.Equal(k.key, key) {
 		return k
 	}
-	k := s.keys[string(key)]
+	h := s.keys.hash(key)
+	k := s.keys.find(h, key)
 	if k == nil {
-		// The key's first timers share its allocation (most keys have
-		// one or two): firing reads them next to the key.
+		// The key's first timers, and the key itself if short, share its
+		// allocation (most keys have one or two timers): registering and
+		// firing read them next to the record.
 		a := &struct {
 			k   timerKey
 			buf [2]keyTimer
+			key [timerKeyInline]byte
 		}{}
 		k = &a.k
-		k.key, k.group, k.timers = bytes.Clone(key), group, a.buf[:0]
+		k.key, k.group, k.timers = append(a.key[:0], key...), int32(group), a.buf[:0]
 		var p [16]byte
 		copy(p[:], key)
 		k.prefix = timerPrefix{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])}
-		s.keys[string(key)] = k
+		k.interned = true
+		s.keys.insert(h, k)
 	}
 	s.lastKey = k
 	return k
 }
 
+// timerKeyInline is the length up to which a key is stored in its
+// record's allocation.
+const timerKeyInline = 16
+
 // release drops k from the intern table once nothing refers to it.
 func (s *TimerService) release(k *timerKey) {
-	if k.refs == 0 && len(k.timers) == 0 {
-		if s.keys[string(k.key)] == k {
-			delete(s.keys, string(k.key))
-		}
+	if k.refs == 0 && k.used == 0 && k.interned {
+		s.keys.remove(s.keys.hash(k.key), k)
+		k.interned = false
 		if s.lastKey == k {
 			s.lastKey = nil
 		}

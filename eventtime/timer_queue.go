@@ -3,55 +3,67 @@ package eventtime
 import (
 	"bytes"
 	"slices"
-	"sort"
 
 	"github.com/weirstream/weir/state"
 )
 
 // timerQueue orders the timers of one domain by (timestamp, key,
-// namespace). Timers come in groups of one timestamp (every key's window
-// ends at the same time), so the queue keeps a bucket per timestamp and a
-// min-heap of the buckets' timestamps. A bucket collects its timers
-// unsorted and sorts them (by key, then namespace) when the first of them
-// is taken; a timer added to a bucket already being taken is inserted in
-// order.
+// namespace). A registration appends its timer, unsorted, to the pending
+// list; ordering waits until the earliest timer queued may be in it (its
+// least timestamp is not after the heads of the runs). The pending list is
+// then sorted at once (timerSorter: a radix sort when large) into a run, and
+// the queue takes from the least of the runs' heads. Each timer is sorted
+// once, whether the timers share a few timestamps (every key's window ends
+// at the same time) or all differ (a backlog before a watermark jump), and
+// no structure is kept per timestamp.
+//
+// Runs are merged like a timsort stack: after a new run, the two newest
+// merge while the older holds at most twice the newer, so that the run
+// sizes fall geometrically and there are O(log n) of them (timers
+// registered one at a time while timers fire make runs of one).
 type timerQueue struct {
-	id      state.StateID
-	buckets map[int64]*timerBucket
-	times   []timerBucketRef // min-heap of the buckets by timestamp
-	last    *timerBucket     // bucket of the latest push
-	free    []*timerBucket
-	sorter  timerSorter
-	entries int // queued entries, stale ones included
-	live    int // live timers; entries - live are stale
+	id         state.StateID
+	pending    []timerEntry
+	pendingMin int64 // least timestamp in pending
+	runs       []timerRun
+	free       [][]timerEntry // emptied run slices for reuse
+	sorter     timerSorter
+	entries    int // queued entries, stale ones included
+	live       int // live timers; entries - live are stale
 }
 
-type timerBucketRef struct {
-	ts int64
-	b  *timerBucket
+// timerRun is a sorted run of entries; e[pos:] are still queued (never
+// none: an exhausted run leaves the queue).
+type timerRun struct {
+	e   []timerEntry
+	pos int
 }
 
-type timerBucket struct {
-	ts     int64
-	items  []timerEntry
-	pos    int  // items[:pos] are taken
-	sorted bool // items[pos:] are in order
-}
+// timerFreeRuns is the number of emptied run slices kept for reuse besides
+// the pending list and the sorter's buffer: enough that a steady flow of
+// timers, or a backlog that comes back, allocates nothing. Like a map's,
+// the queue's memory is that of its largest backlog.
+const timerFreeRuns = 2
 
-// timerEntry is a queued timer without its timestamp (its bucket's).
+// timerEntry is one entry of a queue: a timer of k in k.timers[slot].
+// prefix copies k.prefix so that most comparisons of timers with equal
+// timestamps need not follow k.
 type timerEntry struct {
+	ts     int64
 	prefix timerPrefix
 	k      *timerKey
 	ns     string
+	slot   int32
 }
 
-func (e *timerEntry) item(ts int64) timerItem {
-	return timerItem{ts: ts, prefix: e.prefix, k: e.k, ns: e.ns}
-}
-
-// timerCompare orders two timers of equal timestamps by key, then
-// namespace.
+// timerCompare orders two timers by timestamp, key, then namespace.
 func timerCompare(a, b *timerEntry) int {
+	if a.ts != b.ts {
+		if a.ts < b.ts {
+			return -1
+		}
+		return 1
+	}
 	if a.prefix.hi != b.prefix.hi {
 		if a.prefix.hi < b.prefix.hi {
 			return -1
@@ -80,192 +92,184 @@ func timerCompare(a, b *timerEntry) int {
 
 func (q *timerQueue) len() int { return q.entries }
 
-func (q *timerQueue) push(it timerItem) {
-	b := q.last
-	if b == nil || b.ts != it.ts {
-		b = q.buckets[it.ts]
-		if b == nil {
-			b = q.newBucket(it.ts)
-		}
-		q.last = b
+func (q *timerQueue) push(e timerEntry) {
+	if len(q.pending) == 0 || e.ts < q.pendingMin {
+		q.pendingMin = e.ts
 	}
+	if len(q.pending) == cap(q.pending) {
+		// Double: append grows a long slice by a quarter at a time, so
+		// that a backlog of a million timers is copied about four times
+		// over while it builds up; doubling copies it about once.
+		q.pending = slices.Grow(q.pending, max(len(q.pending), 64))
+	}
+	q.pending = append(q.pending, e)
 	q.entries++
-	if !b.sorted {
-		b.items = append(b.items, timerEntry{prefix: it.prefix, k: it.k, ns: it.ns})
-		return
-	}
-	q.insertSorted(b, timerEntry{prefix: it.prefix, k: it.k, ns: it.ns})
-}
-
-// insertSorted inserts e in order into a bucket whose first timers are
-// being taken.
-func (q *timerQueue) insertSorted(b *timerBucket, e timerEntry) {
-	rest := b.items[b.pos:]
-	i := sort.Search(len(rest), func(i int) bool { return timerCompare(&rest[i], &e) > 0 })
-	b.items = slices.Insert(b.items, b.pos+i, e)
-}
-
-func (q *timerQueue) newBucket(ts int64) *timerBucket {
-	if q.buckets == nil {
-		q.buckets = map[int64]*timerBucket{}
-	}
-	var b *timerBucket
-	if n := len(q.free); n > 0 {
-		b = q.free[n-1]
-		q.free = q.free[:n-1]
-	} else {
-		b = &timerBucket{}
-	}
-	b.ts = ts
-	q.buckets[ts] = b
-	q.times = append(q.times, timerBucketRef{ts, b})
-	q.up(len(q.times) - 1)
-	return b
-}
-
-// dropFront removes the bucket with the earliest timestamp.
-func (q *timerQueue) dropFront() {
-	b := q.times[0].b
-	delete(q.buckets, b.ts)
-	if q.last == b {
-		q.last = nil
-	}
-	n := len(q.times) - 1
-	q.times[0] = q.times[n]
-	q.times[n] = timerBucketRef{}
-	q.times = q.times[:n]
-	q.down(0)
-	clear(b.items)
-	b.items, b.pos, b.sorted = b.items[:0], 0, false
-	if cap(b.items) <= 1<<16 {
-		q.free = append(q.free, b)
-	}
 }
 
 // minTimestamp returns the earliest timestamp queued.
 func (q *timerQueue) minTimestamp() (int64, bool) {
-	if len(q.times) == 0 {
-		return 0, false
+	ts, ok := q.pendingMin, len(q.pending) > 0
+	for i := range q.runs {
+		r := &q.runs[i]
+		if t := r.e[r.pos].ts; !ok || t < ts {
+			ts, ok = t, true
+		}
 	}
-	return q.times[0].ts, true
+	return ts, ok
 }
 
-// front returns the bucket with the earliest timestamp, sorted. The queue
-// must not be empty.
-func (q *timerQueue) front() *timerBucket {
-	b := q.times[0].b
-	if !b.sorted {
-		if len(b.items)-b.pos > 1 {
-			q.sorter.sort(b.items[b.pos:])
+// head returns the index of the run whose head is the first queued timer,
+// sorting the pending timers into a run first if it may be among them.
+// The queue must not be empty.
+func (q *timerQueue) head() int {
+	if len(q.pending) > 0 {
+		seal := true
+		for i := range q.runs {
+			if r := &q.runs[i]; r.e[r.pos].ts < q.pendingMin {
+				seal = false
+				break
+			}
 		}
-		b.sorted = true
+		if seal {
+			q.seal()
+		}
 	}
-	return b
+	best := 0
+	for i := 1; i < len(q.runs); i++ {
+		if timerCompare(&q.runs[i].e[q.runs[i].pos], &q.runs[best].e[q.runs[best].pos]) < 0 {
+			best = i
+		}
+	}
+	return best
 }
 
 // take removes and returns the first queued timer. The queue must not be
 // empty.
-func (q *timerQueue) take() timerItem {
-	b := q.front()
-	it := b.items[b.pos].item(b.ts)
-	b.items[b.pos] = timerEntry{}
-	b.pos++
+func (q *timerQueue) take() timerEntry {
+	i := q.head()
+	r := &q.runs[i]
+	e := r.e[r.pos]
+	q.dropHead(i)
+	return e
+}
+
+// dropHead removes the head of run i.
+func (q *timerQueue) dropHead(i int) {
+	r := &q.runs[i]
+	r.pos++
 	q.entries--
-	if b.pos == len(b.items) {
-		q.dropFront()
+	if r.pos == len(r.e) {
+		q.recycle(r.e)
+		q.runs = slices.Delete(q.runs, i, i+1)
 	}
-	return it
 }
 
 // firstLive returns the earliest timestamp that has an entry for which
-// stale returns false, removing the entries of earlier timestamps for
-// which it returned true.
-func (q *timerQueue) firstLive(stale func(timerItem) bool) (int64, bool) {
-	for len(q.times) > 0 {
-		b := q.times[0].b
-		for b.pos < len(b.items) {
-			if !stale(b.items[b.pos].item(b.ts)) {
-				return b.ts, true
-			}
-			// Dropping the first entry keeps a sorted bucket sorted.
-			b.items[b.pos] = timerEntry{}
-			b.pos++
-			q.entries--
+// stale returns false, removing the entries before it for which it
+// returned true.
+func (q *timerQueue) firstLive(stale func(timerEntry) bool) (int64, bool) {
+	for q.entries > 0 {
+		i := q.head()
+		r := &q.runs[i]
+		if !stale(r.e[r.pos]) {
+			return r.e[r.pos].ts, true
 		}
-		q.dropFront()
+		q.dropHead(i)
 	}
 	return 0, false
 }
 
 // filter keeps the entries for which keep returns true.
-func (q *timerQueue) filter(keep func(timerItem) bool) {
-	for _, b := range q.buckets {
-		kept := b.items[:0]
-		for i := b.pos; i < len(b.items); i++ {
-			if keep(b.items[i].item(b.ts)) {
-				kept = append(kept, b.items[i])
-			} else {
-				q.entries--
+func (q *timerQueue) filter(keep func(timerEntry) bool) {
+	kept := q.pending[:0]
+	for _, e := range q.pending {
+		if keep(e) {
+			if len(kept) == 0 || e.ts < q.pendingMin {
+				q.pendingMin = e.ts
+			}
+			kept = append(kept, e)
+		}
+	}
+	clear(q.pending[len(kept):])
+	q.pending = kept
+	runs := q.runs[:0]
+	for _, r := range q.runs {
+		kept := r.e[:0]
+		for _, e := range r.e[r.pos:] {
+			if keep(e) {
+				kept = append(kept, e) // in order still
 			}
 		}
-		clear(b.items[len(kept):])
-		b.items, b.pos = kept, 0
-	}
-	for _, b := range q.buckets {
-		if len(b.items) == 0 {
-			delete(q.buckets, b.ts)
+		clear(r.e[len(kept):])
+		if len(kept) == 0 {
+			q.recycle(r.e)
+			continue
 		}
+		runs = append(runs, timerRun{e: kept})
 	}
-	q.last = nil
-	q.times = q.times[:0]
-	for ts, b := range q.buckets {
-		q.times = append(q.times, timerBucketRef{ts, b})
+	clear(q.runs[len(runs):])
+	q.runs = runs
+	q.entries = len(q.pending)
+	for _, r := range q.runs {
+		q.entries += len(r.e)
 	}
-	q.heapify()
 }
 
-// times is a binary min-heap.
-
-func (q *timerQueue) up(i int) {
-	h := q.times
-	x := h[i]
-	for i > 0 {
-		p := (i - 1) / 2
-		if h[p].ts <= x.ts {
+// seal sorts the pending timers into a new run and merges the newest runs
+// while the older of the two is at most twice as long as the newer.
+func (q *timerQueue) seal() {
+	q.runs = append(q.runs, timerRun{e: q.sorter.sort(q.pending)})
+	q.pending = q.spare()
+	for n := len(q.runs); n >= 2; n = len(q.runs) {
+		a, b := &q.runs[n-2], &q.runs[n-1]
+		if len(a.e)-a.pos > 2*(len(b.e)-b.pos) {
 			break
 		}
-		h[i] = h[p]
-		i = p
+		out := timerMerge(slices.Grow(q.spare(), len(a.e)-a.pos+len(b.e)-b.pos), a.e[a.pos:], b.e[b.pos:])
+		q.recycle(a.e)
+		q.recycle(b.e)
+		q.runs[n-2] = timerRun{e: out}
+		q.runs[n-1] = timerRun{}
+		q.runs = q.runs[:n-1]
 	}
-	h[i] = x
 }
 
-func (q *timerQueue) down(i int) {
-	h := q.times
-	n := len(h)
-	if i >= n {
-		return
+// timerMerge appends the merge of the sorted a and b to dst.
+func timerMerge(dst, a, b []timerEntry) []timerEntry {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if timerCompare(&b[j], &a[i]) < 0 {
+			dst = append(dst, b[j])
+			j++
+		} else {
+			dst = append(dst, a[i])
+			i++
+		}
 	}
-	x := h[i]
-	for {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if r := c + 1; r < n && h[r].ts < h[c].ts {
-			c = r
-		}
-		if h[c].ts >= x.ts {
-			break
-		}
-		h[i] = h[c]
-		i = c
-	}
-	h[i] = x
+	dst = append(dst, a[i:]...)
+	return append(dst, b[j:]...)
 }
 
-func (q *timerQueue) heapify() {
-	for i := len(q.times)/2 - 1; i >= 0; i-- {
-		q.down(i)
+// spare returns an empty slice, reusing an emptied run's if any.
+func (q *timerQueue) spare() []timerEntry {
+	n := len(q.free)
+	if n == 0 {
+		return nil
+	}
+	e := q.free[n-1]
+	q.free[n-1] = nil
+	q.free = q.free[:n-1]
+	return e
+}
+
+// recycle keeps e, emptied, for reuse if there is room: as the pending
+// list if that has no room of its own (it was sealed), else as a spare.
+func (q *timerQueue) recycle(e []timerEntry) {
+	clear(e)
+	switch {
+	case cap(q.pending) == 0:
+		q.pending = e[:0]
+	case len(q.free) < timerFreeRuns:
+		q.free = append(q.free, e[:0])
 	}
 }

@@ -154,7 +154,7 @@ func TestTimerDelete(t *testing.T) {
 	require.Equal(t, []timerRec{{1, "k", "w"}, {2, "k", "w"}, {4, "k", "w"}}, fired)
 	_, ok = s.NextProcessingTime()
 	require.False(t, ok)
-	require.Empty(t, s.keys, "no key stays interned without timers")
+	require.Zero(t, s.keys.len(), "no key stays interned without timers")
 }
 
 // Many deletes rebuild the queue: the stale entries go, the live ones stay.
@@ -338,11 +338,16 @@ func TestTimerRestoreRescaled(t *testing.T) {
 // deletes, advances, snapshots and restores.
 func TestTimerAgainstModel(t *testing.T) {
 	for seed := range uint64(20) {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { timerModelRun(t, seed) })
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { timerModelRun(t, seed, 12) })
+	}
+	// Two keys: each has many timers (found through its index), many
+	// freed and reused slots.
+	for seed := range uint64(10) {
+		t.Run(fmt.Sprint("keys2/seed", seed), func(t *testing.T) { timerModelRun(t, seed, 2) })
 	}
 }
 
-func timerModelRun(t *testing.T, seed uint64) {
+func timerModelRun(t *testing.T, seed uint64, keys int) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	const maxPar = 8
 	stor := state.NewMemoryStorage()
@@ -357,7 +362,7 @@ func timerModelRun(t *testing.T, seed uint64) {
 		if base == math.MinInt64 {
 			base = 0
 		}
-		return timerRec{base + rng.Int64N(40) - 5, fmt.Sprint("k", rng.IntN(12)), []string{"", "a", "b"}[rng.IntN(3)]}
+		return timerRec{base + rng.Int64N(40) - 5, fmt.Sprint("k", rng.IntN(keys)), []string{"", "a", "b"}[rng.IntN(3)]}
 	}
 	for step := range 3000 {
 		d := TimerDomain(rng.IntN(2))
@@ -474,7 +479,7 @@ func TestTimerDirtyListBounded(t *testing.T) {
 		// At most 1,000 keys have timers at a time; 50,000 were marked.
 		require.LessOrEqual(t, len(s.dirty), 2*1000+1024+1)
 	}
-	require.Empty(t, s.keys)
+	require.Zero(t, s.keys.len())
 	require.NoError(t, s.Flush())
 	require.Empty(t, s.dirty)
 }
