@@ -252,18 +252,9 @@ func (c *core[K]) update(s state.StateID, fn state.UpdateFunc) error {
 	if st.meta.Kind == state.KindMap {
 		return fmt.Errorf("heap: Update on map state %q", st.meta.Name)
 	}
-	required := c.v.required.Load()
 	e := c.lookup(s, g)
-	if e == nil {
-		out, err := fn(nil, false, c.scratch[:0])
-		if err != nil {
-			return err
-		}
-		c.scratch = out[:0]
-		return c.put(s, nil, out)
-	}
-	if e.version > required {
-		// In place: out aliases the entry's bytes when it fits.
+	if e != nil && e.version > c.v.required.Load() {
+		// No snapshot holds e: out aliases its bytes when it fits.
 		buf := e.buf()
 		out, err := fn(e.value(), true, buf[:0])
 		if err != nil {
@@ -275,8 +266,12 @@ func (c *core[K]) update(s state.StateID, fn state.UpdateFunc) error {
 		}
 		return c.put(s, nil, out)
 	}
-	// A snapshot holds e: write a new entry.
-	out, err := fn(e.value(), true, c.scratch[:0])
+	// No entry, or a snapshot holds it: put writes a new one.
+	var old []byte
+	if e != nil {
+		old = e.value()
+	}
+	out, err := fn(old, e != nil, c.scratch[:0])
 	if err != nil {
 		return err
 	}
