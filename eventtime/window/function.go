@@ -93,18 +93,22 @@ type reduceFunc[T any] struct {
 	in      T                // the element being added, for fold
 	existed bool             // fold found contents
 	fold    state.UpdateFunc // f.foldIn, made once
+	b       state.KeyedBackend
+	upd     state.Updater // b, if it is one
 }
 
 func (f *reduceFunc[T]) kind() state.Kind { return state.KindValue }
 func (f *reduceFunc[T]) canMerge() error  { return nil }
 
 func (f *reduceFunc[T]) add(b state.KeyedBackend, id state.StateID, v T) (bool, error) {
-	if u, ok := b.(state.Updater); ok {
-		if f.fold == nil {
-			f.fold = f.foldIn
-		}
+	if f.b != b { // the operator's backend, resolved once
+		f.b = b
+		f.upd, _ = b.(state.Updater)
+		f.fold = f.foldIn
+	}
+	if f.upd != nil {
 		f.in, f.existed = v, false
-		err := u.Update(id, f.fold)
+		err := f.upd.Update(id, f.fold)
 		var zero T
 		f.in = zero
 		return f.existed, err
@@ -168,6 +172,8 @@ type aggregateFunc[IN, ACC, OUT any] struct {
 	in      IN               // the element being added, for fold
 	existed bool             // fold found contents
 	fold    state.UpdateFunc // f.foldIn, made once
+	b       state.KeyedBackend
+	upd     state.Updater // b, if it is one
 }
 
 func (f *aggregateFunc[IN, ACC, OUT]) kind() state.Kind { return state.KindValue }
@@ -180,12 +186,14 @@ func (f *aggregateFunc[IN, ACC, OUT]) canMerge() error {
 }
 
 func (f *aggregateFunc[IN, ACC, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) (bool, error) {
-	if u, ok := b.(state.Updater); ok {
-		if f.fold == nil {
-			f.fold = f.foldIn
-		}
+	if f.b != b { // the operator's backend, resolved once
+		f.b = b
+		f.upd, _ = b.(state.Updater)
+		f.fold = f.foldIn
+	}
+	if f.upd != nil {
 		f.in, f.existed = v, false
-		err := u.Update(id, f.fold)
+		err := f.upd.Update(id, f.fold)
 		var zero IN
 		f.in = zero
 		return f.existed, err
