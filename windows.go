@@ -405,6 +405,9 @@ func (o *windowOperator[T, K, OUT, R]) Open(ctx *task.OperatorContext) error {
 	if err != nil {
 		return err
 	}
+	if err := window.UseKeyCodec(core, o.kc); err != nil {
+		return err
+	}
 	o.core = core
 	o.requestProcessingTime()
 	return nil

@@ -19,8 +19,17 @@ func (o *countOut) Late([]byte, int64, int64) error         { o.late++; return n
 // BenchmarkWindowCoreTumbling measures the window core alone on the heap
 // backend: 1,000 keys, tumbling event-time windows of 1 s summing int64
 // values, timestamps advancing 1 ms every 100 elements (100 elements per
-// key and window), a watermark every 1,000 elements.
+// key and window), a watermark every 1,000 elements. keys=bytes has
+// string keys (serialized keys in the backend), keys=int64 int64 keys
+// held by value (window.UseKeyCodec).
 func BenchmarkWindowCoreTumbling(b *testing.B) {
+	for _, typed := range []bool{false, true} {
+		name := map[bool]string{false: "keys=bytes", true: "keys=int64"}[typed]
+		b.Run(name, func(b *testing.B) { benchmarkWindowCore(b, typed) })
+	}
+}
+
+func benchmarkWindowCore(b *testing.B, typed bool) {
 	const keys = 1000
 	be, err := heap.New(heap.Config{})
 	if err != nil {
@@ -32,6 +41,11 @@ func BenchmarkWindowCoreTumbling(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if typed {
+		if err := window.UseKeyCodec(op, codec.Int64()); err != nil {
+			b.Fatal(err)
+		}
+	}
 	type key struct {
 		b  []byte
 		kg int
@@ -39,6 +53,9 @@ func BenchmarkWindowCoreTumbling(b *testing.B) {
 	ks := make([]key, keys)
 	for i := range ks {
 		k := []byte(fmt.Sprintf("key-%04d", i))
+		if typed {
+			k = codec.Int64().Append(nil, int64(i))
+		}
 		ks[i] = key{k, keygroup.ForHash(codec.Hash64(k), be.MaxParallelism())}
 	}
 	b.ReportAllocs()

@@ -514,7 +514,7 @@ func runModelHistory(t *testing.T, seed uint64) {
 		return d
 	}
 	d := td("new", newArgs)
-	h := newHarness(t, d, parseArgs(t, d))
+	h := newHarness(t, d, parseArgs(t, d), map[string]int64{"a": 0, "b": 1, "c": 2})
 	var runnerWM int64 = math.MinInt64
 	for step := range 60 {
 		var d *datadriven.TestData

@@ -365,6 +365,11 @@ type core struct {
 	cur  keyMode
 	curW Window
 
+	// keys sets the backend's keys by value (nil: serialized, as wkey);
+	// typed reports that it holds the record key.
+	keys  keyer
+	typed bool
+
 	wkey     []byte   // record key | window
 	nsbuf    []byte   // window encoding
 	ibuf     []byte   // int64 encoding
@@ -392,12 +397,17 @@ func (c *core) setKey(key []byte, kg int) {
 	c.kg = kg
 	c.cur = keyUnset
 	c.registered.valid = false
+	c.typed = c.keys != nil && c.keys.setKey(key)
 }
 
 // useKey makes the record key the backend's current key.
 func (c *core) useKey() {
 	if c.cur != keyRecord {
-		c.b.SetCurrentKey(c.key, c.kg)
+		if c.typed {
+			c.keys.useKey(c.kg)
+		} else {
+			c.b.SetCurrentKey(c.key, c.kg)
+		}
 		c.cur = keyRecord
 	}
 }
@@ -406,8 +416,12 @@ func (c *core) useKey() {
 // | encoded window, in the record key's key group.
 func (c *core) useWindow(w Window) {
 	if c.cur != keyWindow || c.curW != w {
-		c.wkey = appendWindow(append(c.wkey[:0], c.key...), w)
-		c.b.SetCurrentKey(c.wkey, c.kg)
+		if c.typed {
+			c.keys.useWindow(w, c.kg)
+		} else {
+			c.wkey = appendWindow(append(c.wkey[:0], c.key...), w)
+			c.b.SetCurrentKey(c.wkey, c.kg)
+		}
 		c.cur, c.curW = keyWindow, w
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -25,18 +26,25 @@ import (
 // operator core, in the format of docs/window-scenarios.md. Each command
 // drives two operators that must agree line for line: sum as Reduce and
 // as Aggregate, list as Process and as Aggregate of a slice, on backends
-// with different numbers of key groups. Snapshot and restore go through
-// the heap backend's real snapshots in in-memory checkpoint storage.
+// with different numbers of key groups, and a third with integer keys held
+// by value (window.UseKeyCodec) that switches between keys by value and
+// serialized keys at every restore. Snapshot and restore go through the
+// heap backend's real snapshots in in-memory checkpoint storage.
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/window", func(t *testing.T, path string) {
 		if filepath.Ext(path) != ".txt" {
 			t.Skipf("%s is not a scenario file", path)
 		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := scenarioKeyIDs(string(text))
 		var h *harness
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			args := parseArgs(t, d)
 			if d.Cmd == "new" {
-				h = newHarness(t, d, args)
+				h = newHarness(t, d, args, ids)
 				return "ok\n"
 			}
 			if h == nil {
@@ -50,7 +58,26 @@ func TestScenarios(t *testing.T) {
 var (
 	numberRE = regexp.MustCompile(`^-?[0-9]+$`)
 	keyRE    = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	keyArgRE = regexp.MustCompile(`\bkey=([A-Za-z0-9_.-]+)`)
 )
+
+// scenarioKeyIDs numbers the keys a scenario file names in their bytewise
+// order, so that the int64 keys of the typed variant order like them (as
+// their big-endian encodings do) and timers with equal timestamps fire in
+// the same order.
+func scenarioKeyIDs(text string) map[string]int64 {
+	var keys []string
+	for _, m := range keyArgRE.FindAllStringSubmatch(text, -1) {
+		keys = append(keys, m[1])
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	ids := make(map[string]int64, len(keys))
+	for i, k := range keys {
+		ids[k] = int64(i)
+	}
+	return ids
+}
 
 // args are a command's name=value arguments; the runner takes them out one
 // by one and fails on any left over.
@@ -201,8 +228,14 @@ type harness struct {
 // variant is one operator under test with its backend and what it output
 // during the current command.
 type variant struct {
-	name     string
-	maxPar   int
+	name   string
+	maxPar int
+	// ids and names map the scenario's keys to and from the int64 keys of
+	// the typed variant (nil for the others); byValue is whether its
+	// current operator holds them by value.
+	ids      map[string]int64
+	names    map[int64]string
+	byValue  bool
 	b        *heap.Backend
 	op       int64Operator
 	out      []string
@@ -216,7 +249,7 @@ type variant struct {
 // maxFiresPerCommand guards against scenarios that would fire without end.
 const maxFiresPerCommand = 1_000_000
 
-func newHarness(t *testing.T, d *datadriven.TestData, a args) *harness {
+func newHarness(t *testing.T, d *datadriven.TestData, a args, ids map[string]int64) *harness {
 	cfg, fn := parseConfig(t, d, a)
 	h := &harness{fn: fn, wm: math.MinInt64}
 	cfg.Clock = func() int64 { return h.clock }
@@ -227,6 +260,10 @@ func newHarness(t *testing.T, d *datadriven.TestData, a args) *harness {
 	h.variants = []*variant{
 		{name: fn + "-direct", maxPar: keygroup.DefaultMaxParallelism},
 		{name: fn + "-aggregate", maxPar: 7},
+		{name: fn + "-typed", maxPar: 16, ids: ids, names: make(map[int64]string, len(ids))},
+	}
+	for k, id := range ids {
+		h.variants[2].names[id] = k
 	}
 	for i, v := range h.variants {
 		v.build = h.builder(v, i == 1)
@@ -249,13 +286,33 @@ func (o out[IN, OUT]) Emit(key []byte, w window.Window, r OUT) error {
 	if o.v.fires > maxFiresPerCommand {
 		return fmt.Errorf("more than %d firings in one command", maxFiresPerCommand)
 	}
-	o.v.out = append(o.v.out, fmt.Sprintf("fire key=%s window=%s result=%s", key, w, o.format(r)))
+	o.v.out = append(o.v.out, fmt.Sprintf("fire key=%s window=%s result=%s", o.v.keyName(key), w, o.format(r)))
 	return nil
 }
 
 func (o out[IN, OUT]) Late(key []byte, ts int64, v IN) error {
-	o.v.out = append(o.v.out, fmt.Sprintf("late key=%s ts=%d v=%v", key, ts, v))
+	o.v.out = append(o.v.out, fmt.Sprintf("late key=%s ts=%d v=%v", o.v.keyName(key), ts, v))
 	return nil
+}
+
+// keyBytes returns the serialized form of the scenario's key k.
+func (v *variant) keyBytes(k string) []byte {
+	if v.ids == nil {
+		return []byte(k)
+	}
+	return codec.Int64().Append(nil, v.ids[k])
+}
+
+// keyName returns the scenario's key serialized as b.
+func (v *variant) keyName(b []byte) string {
+	if v.ids == nil {
+		return string(b)
+	}
+	id, err := codec.Int64().Decode(b)
+	if name, ok := v.names[id]; ok && err == nil {
+		return name
+	}
+	return fmt.Sprintf("unknown-key-%x", b)
 }
 
 func formatList(vs []int64) string {
@@ -294,6 +351,9 @@ func (h *harness) builder(v *variant, aggregate bool) func(*heap.Backend) error 
 			if err != nil {
 				return err
 			}
+			if err := useKeyCodec(v, op); err != nil {
+				return err
+			}
 			v.op = op
 		case h.fn == "sum":
 			op, err := window.New(b, h.cfg, window.Aggregate(window.AggregateFunction[int64, int64, string]{
@@ -309,6 +369,9 @@ func (h *harness) builder(v *variant, aggregate bool) func(*heap.Backend) error 
 				func(_ []byte, _ window.Window, elems []int64, emit func([]int64) error) error { return emit(elems) }),
 				window.Output[int64, []int64](out[int64, []int64]{v, formatList}))
 			if err != nil {
+				return err
+			}
+			if err := useKeyCodec(v, op); err != nil {
 				return err
 			}
 			v.op = op
@@ -327,6 +390,20 @@ func (h *harness) builder(v *variant, aggregate bool) func(*heap.Backend) error 
 		}
 		return nil
 	}
+}
+
+// useKeyCodec makes the typed variant's operator op hold its keys by value
+// every other time it is built: first by value, then serialized after a
+// restore, and so on, so that each restores the other's snapshots.
+func useKeyCodec[OUT any](v *variant, op *window.Operator[int64, OUT]) error {
+	if v.ids == nil {
+		return nil
+	}
+	v.byValue = !v.byValue
+	if !v.byValue {
+		return nil
+	}
+	return window.UseKeyCodec(op, codec.Int64())
 }
 
 // int64Operator is an Operator[int64, OUT] of any OUT.
@@ -358,8 +435,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData, a args) string {
 		}
 		do = func(v *variant) error {
 			before := v.op.LateRecordsDropped()
-			kg := keygroup.ForHash(codec.Hash64([]byte(key)), v.maxPar)
-			if err := v.op.ProcessElement([]byte(key), kg, ts, val); err != nil {
+			kb := v.keyBytes(key)
+			kg := keygroup.ForHash(codec.Hash64(kb), v.maxPar)
+			if err := v.op.ProcessElement(kb, kg, ts, val); err != nil {
 				return err
 			}
 			switch n := v.op.LateRecordsDropped() - before; n {

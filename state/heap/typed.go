@@ -23,7 +23,8 @@ type Keys[K comparable] struct {
 // Set sets the current key to key in key group keyGroup, as SetCurrentKey
 // does with key's serialized form; hash is the key's routing hash, the
 // codec.Hash64 of that serialized form (codec.HashFunc computes it without
-// serializing), which the key group was computed from. A key group outside
+// serializing), which the key group was computed from; after
+// UseKeysHashed, the hash function's value for key. A key group outside
 // the backend's range panics, as in SetCurrentKey.
 func (k *Keys[K]) Set(key K, keyGroup int, hash uint64) {
 	g := keyGroup - k.start
@@ -53,6 +54,22 @@ func newKeys[K comparable](b *Backend, c *core[K]) *Keys[K] {
 // right after Restore; calling it again with the same K returns a setter
 // of the same keys.
 func UseKeys[K comparable](b *Backend, kc codec.Codec[K]) (*Keys[K], error) {
+	return useKeys(b, kc, nil)
+}
+
+// UseKeysHashed is UseKeys with hash, rather than kc's routing hash,
+// placing the keys in b's tables: any function of a key that agrees with
+// == will do, since it never leaves memory. Keys.Set must then be given
+// hash(key). It suits composite keys (a record key with a namespace) whose
+// hash is cheap to derive from their parts. It is called once per backend.
+func UseKeysHashed[K comparable](b *Backend, kc codec.Codec[K], hash func(K) uint64) (*Keys[K], error) {
+	if hash == nil {
+		return nil, fmt.Errorf("heap: UseKeysHashed without a hash function")
+	}
+	return useKeys(b, kc, hash)
+}
+
+func useKeys[K comparable](b *Backend, kc codec.Codec[K], hash func(K) uint64) (*Keys[K], error) {
 	if b.closed {
 		return nil, fmt.Errorf("heap: UseKeys on a closed backend")
 	}
@@ -65,7 +82,11 @@ func UseKeys[K comparable](b *Backend, kc codec.Codec[K]) (*Keys[K], error) {
 	if !ok || !isStringKeys(from.ops) {
 		return nil, fmt.Errorf("heap: UseKeys[%T]: the backend already holds keys of another type", *new(K))
 	}
-	to, err := convert[K](from, newCodecKeys(kc))
+	ops := newCodecKeys(kc)
+	if hash != nil {
+		ops.h = hash
+	}
+	to, err := convert[K](from, ops)
 	if err != nil {
 		return nil, err
 	}
