@@ -60,7 +60,10 @@
 // encoding (Start and End as 8 big-endian bytes each, sign bit flipped, so
 // that encodings order like (Start, End); nothing for the global window),
 // in k's key group, so that a key's windows move with it. Session merges
-// move contents and trigger state to the merged window's key.
+// move contents and trigger state to the merged window's key. With an
+// integer key codec on the heap backend (UseKeyCodec) the backend holds
+// these keys as values that encode to the same bytes, so snapshots are the
+// same either way.
 //
 // # Differences from Flink
 //
