@@ -42,7 +42,8 @@ type core[K comparable] struct {
 	states []*kvState[K]
 
 	cur        K
-	curHash    uint64 // ops.hash(cur)
+	curHash    uint64 // ops.hash(cur), if curHashOK
+	curHashOK  bool
 	borrowed   bool   // cur aliases curBytes (clone before storing it)
 	curBytes   []byte // cur serialized, when curBytesOK
 	curBytesOK bool
@@ -85,9 +86,20 @@ func (c *core[K]) setKeyBytes(key []byte, group int) {
 		panic(fmt.Sprintf("heap: key %x does not decode with the backend's key codec: %v", key, err))
 	}
 	c.cur, c.borrowed, c.curBytesOK = k, borrowed, true
-	c.curHash = c.ops.hash(k)
+	// Hashed at the first state access: a key set only for CurrentKey
+	// (the timer service registering a timer, or firing one whose
+	// function reads no state) is not hashed at all.
+	c.curHashOK = false
 	c.curGroup = group
 	c.lastOK = false
+}
+
+// hash returns the current key's hash.
+func (c *core[K]) hash() uint64 {
+	if !c.curHashOK {
+		c.curHash, c.curHashOK = c.ops.hash(c.cur), true
+	}
+	return c.curHash
 }
 
 func (c *core[K]) unsetKey() {
@@ -99,7 +111,7 @@ func (c *core[K]) unsetKey() {
 
 // setKey sets the current key by value; h is ops.hash(k).
 func (c *core[K]) setKey(k K, group int, h uint64) {
-	c.cur, c.curHash, c.borrowed, c.curBytesOK = k, h, false, false
+	c.cur, c.curHash, c.curHashOK, c.borrowed, c.curBytesOK = k, h, true, false, false
 	c.curGroup = group
 	c.lastOK = false
 }
@@ -137,7 +149,7 @@ func (c *core[K]) lookup(s state.StateID, g *group[K]) *entry {
 	if c.lastOK && c.lastState == s {
 		return c.last
 	}
-	e := g.m.get(c.cur, c.curHash)
+	e := g.m.get(c.cur, c.hash())
 	c.last, c.lastMap, c.lastState, c.lastOK = e, nil, s, true
 	return e
 }
@@ -163,7 +175,7 @@ func (c *core[K]) install(s state.StateID, g *group[K], e *entry, required uint6
 	} else if c.frozen(g, required) {
 		g.m, g.created = g.m.clone(), c.v.version
 	}
-	g.m.put(c.ownedKey(), c.curHash, e, c.ops.hash)
+	g.m.put(c.ownedKey(), c.hash(), e, c.ops.hash)
 	c.last, c.lastMap, c.lastState, c.lastOK = e, nil, s, true
 }
 
@@ -353,7 +365,7 @@ func (c *core[K]) clear(s state.StateID) error {
 		if c.frozen(g, required) {
 			g.m, g.created = g.m.clone(), c.v.version
 		}
-		g.m.del(c.cur, c.curHash, c.ops.hash)
+		g.m.del(c.cur, c.hash(), c.ops.hash)
 	}
 	c.last, c.lastMap, c.lastState, c.lastOK = nil, nil, s, true
 	return nil
