@@ -1,6 +1,7 @@
 package window
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/weirstream/weir/codec"
@@ -90,12 +91,19 @@ type typedKeys[K intKey] struct {
 }
 
 func (t *typedKeys[K]) setKey(key []byte) bool {
-	if len(key) != t.c.size {
+	// The built-in integer codecs are big-endian two's complement, so the
+	// key converts straight from its bytes (a key that came with an
+	// element was encoded from a K, and one the backend holds decoded
+	// with the codec when it switched to keys by value).
+	switch {
+	case len(key) != t.c.size:
 		return false
+	case t.c.size == 8:
+		t.cur.k = K(binary.BigEndian.Uint64(key))
+	default:
+		t.cur.k = K(binary.BigEndian.Uint32(key))
 	}
-	k, err := t.c.kc.Decode(key)
-	t.cur.k = k
-	return err == nil
+	return true
 }
 
 func (t *typedKeys[K]) useKey(kg int) { t.set(t.cur, kg, t.c.hash(t.cur)) }

@@ -80,3 +80,23 @@ func newTestOperator(t *testing.T) *Operator[int64, int64] {
 	require.NoError(t, err)
 	return op
 }
+
+// TestTypedKeysDecode checks the keyer's straight conversion of a record
+// key's bytes against the codec's Decode, at the integer limits.
+func TestTypedKeysDecode(t *testing.T) {
+	testTypedKeysDecode(t, codec.Int64(), 8, []int64{0, 1, -1, math.MinInt64, math.MaxInt64})
+	testTypedKeysDecode(t, codec.Int(), 8, []int{0, 1, -1, math.MinInt, math.MaxInt})
+	testTypedKeysDecode(t, codec.Uint64(), 8, []uint64{0, 1, math.MaxUint64})
+	testTypedKeysDecode(t, codec.Int32(), 4, []int32{0, 1, -1, math.MinInt32, math.MaxInt32})
+	testTypedKeysDecode(t, codec.Uint32(), 4, []uint32{0, 1, math.MaxUint32})
+}
+
+func testTypedKeysDecode[K intKey](t *testing.T, kc codec.Codec[K], size int, keys []K) {
+	tk := &typedKeys[K]{c: windowKeyCodec[K]{kc: kc, size: size}}
+	for _, k := range keys {
+		b := kc.Append(nil, k)
+		require.True(t, tk.setKey(b), "%T %v", k, k)
+		require.Equal(t, k, tk.cur.k, "%T", k)
+	}
+	require.False(t, tk.setKey(make([]byte, size+1)))
+}
