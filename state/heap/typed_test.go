@@ -22,16 +22,21 @@ import (
 type typedPair struct {
 	bytes, typed *Backend
 	keys         *Keys[int64]
+	hash         func(int64) uint64 // UseKeysHashed's; nil: UseKeys
 	vs           [2]*state.ValueState[int64]
 	ls           [2]*state.ListState[int64]
 	ms           [2]*state.MapState[string, int64]
 	rs           [2]*state.ReducingState[int64]
 }
 
-func newTypedPair(t *testing.T, cfg Config) *typedPair {
-	p := &typedPair{bytes: newBackend(t, cfg), typed: newBackend(t, cfg)}
+func newTypedPair(t *testing.T, cfg Config, hash func(int64) uint64) *typedPair {
+	p := &typedPair{bytes: newBackend(t, cfg), typed: newBackend(t, cfg), hash: hash}
 	var err error
-	p.keys, err = UseKeys(p.typed, codec.Int64())
+	if hash != nil {
+		p.keys, err = UseKeysHashed(p.typed, codec.Int64(), hash)
+	} else {
+		p.keys, err = UseKeys(p.typed, codec.Int64())
+	}
 	require.NoError(t, err)
 	for i, b := range []*Backend{p.bytes, p.typed} {
 		p.vs[i], err = state.GetValueState(b, sumDesc)
@@ -53,6 +58,9 @@ func (p *typedPair) setKey(k int64) {
 	h := codec.Int64().Hash(k)
 	g := keygroup.ForHash(h, p.bytes.MaxParallelism())
 	p.bytes.SetCurrentKey(kb, g)
+	if p.hash != nil {
+		h = p.hash(k)
+	}
 	p.keys.Set(k, g, h)
 }
 
@@ -72,13 +80,21 @@ func dump(t testing.TB, b *Backend) []string {
 // A backend with int64 keys behaves as one with serialized keys over random
 // operations on every kind of state, with snapshots in flight, and its
 // snapshots restore (also rescaled, also into backends with int64 keys)
-// to the same entries.
+// to the same entries. hashed places the keys with UseKeysHashed and a
+// hash of four values: long probe runs, and deletions that shift them.
 func TestTypedKeysAgainstBytes(t *testing.T) {
+	t.Run("routing", func(t *testing.T) { testTypedKeysAgainstBytes(t, nil) })
+	t.Run("hashed", func(t *testing.T) {
+		testTypedKeysAgainstBytes(t, func(k int64) uint64 { return uint64(k&3) << 32 })
+	})
+}
+
+func testTypedKeysAgainstBytes(t *testing.T, hash func(int64) uint64) {
 	const maxPar = 16
 	seed := uint64(rand.Int64())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 3))
-	p := newTypedPair(t, Config{MaxParallelism: maxPar})
+	p := newTypedPair(t, Config{MaxParallelism: maxPar}, hash)
 	stor := state.NewMemoryStorage()
 	type inflight struct {
 		want   []string
