@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/weirstream/weir/state"
 )
@@ -110,22 +111,77 @@ type TimerService struct {
 // timerKey is an interned record key: its timers, and the queue entries
 // (of both domains, stale ones included) that point to it (refs). With no
 // timer and no entry left it leaves the intern table.
+//
+// It is 128 bytes, the key (up to 16 bytes) and the first two slots
+// included, so that it fills two cache lines exactly (its allocation size
+// class is aligned to 128): registering a timer and firing one read it
+// with one cache miss, and follow no pointer to the key or the slots.
 type timerKey struct {
-	key    []byte
-	prefix timerPrefix
-	group  int32
-	refs   int32
-	// timers holds the key's live timers and the deleted or fired ones
-	// still in the backend, each in a slot that stays its own while it is
-	// in use, so that a queue entry finds its timer without a search.
-	// Freed slots are chained from free for reuse, and all are dropped
-	// once none is used. index finds the timers when there are many.
-	timers   []keyTimer
-	index    *timerIndex
+	// kb holds the key's first 16 bytes, zero-padded; long the whole key
+	// (klen bytes) when it is longer.
+	kb    [16]byte
+	long  *byte
+	klen  int32
+	group int32
+	refs  int32
+	// The key's live timers and the deleted or fired ones still in the
+	// backend are in slots (slot(i), i < n): inl, then more's. A slot
+	// stays a timer's while it is in use, so that a queue entry finds its
+	// timer without a search. Freed slots are chained from free for
+	// reuse, and all are dropped once none is used.
 	used     int32 // slots in use
 	free     int32 // 1 + the first free slot; 0 if none
+	n        int32 // slots
 	interned bool  // in keys (a released key stays listed in dirty)
 	dirty    bool  // listed in TimerService.dirty
+	inl      [2]keyTimer
+	more     *timerMore
+}
+
+// timerMore holds the slots of a key with more than two, and the index
+// that finds its timers when there are many (nil until then).
+type timerMore struct {
+	timers []keyTimer // slots 2, 3, ...
+	index  *timerIndex
+}
+
+// newTimerKey returns the record of key, in key group group.
+func newTimerKey(key []byte, group int) *timerKey {
+	k := &timerKey{klen: int32(len(key)), group: int32(group)}
+	copy(k.kb[:], key)
+	if len(key) > len(k.kb) {
+		k.long = &bytes.Clone(key)[0]
+	}
+	return k
+}
+
+// key returns the record key (aliasing k).
+func (k *timerKey) key() []byte {
+	if k.long != nil {
+		return unsafe.Slice(k.long, k.klen)
+	}
+	return k.kb[:k.klen:k.klen]
+}
+
+// prefix returns the key's timerPrefix.
+func (k *timerKey) prefix() timerPrefix {
+	return timerPrefix{binary.BigEndian.Uint64(k.kb[:8]), binary.BigEndian.Uint64(k.kb[8:])}
+}
+
+// slot returns slot i (< k.n).
+func (k *timerKey) slot(i int) *keyTimer {
+	if i < len(k.inl) {
+		return &k.inl[i]
+	}
+	return &k.more.timers[i-len(k.inl)]
+}
+
+// index returns the key's timer index, nil if none.
+func (k *timerKey) index() *timerIndex {
+	if k.more == nil {
+		return nil
+	}
+	return k.more.index
 }
 
 // keyTimerID identifies one of a key's timers.
@@ -172,17 +228,17 @@ type timerIndex struct {
 
 // find returns the slot of timer id, or -1.
 func (k *timerKey) find(id keyTimerID) int {
-	if x := k.index; x != nil {
-		if i, ok := x.byTs[id.ts]; ok && k.timers[i].is(id) {
+	if x := k.index(); x != nil {
+		if i, ok := x.byTs[id.ts]; ok && k.slot(int(i)).is(id) {
 			return int(i)
 		}
-		if i, ok := x.others[id]; ok && k.timers[i].is(id) {
+		if i, ok := x.others[id]; ok && k.slot(int(i)).is(id) {
 			return int(i)
 		}
 		return -1
 	}
-	for i := range k.timers {
-		if k.timers[i].is(id) {
+	for i := range int(k.n) {
+		if k.slot(i).is(id) {
 			return i
 		}
 	}
@@ -191,16 +247,25 @@ func (k *timerKey) find(id keyTimerID) int {
 
 // add puts t in a free slot and returns the slot.
 func (k *timerKey) add(t keyTimer) int {
-	i := len(k.timers)
-	if k.free > 0 {
+	i := int(k.n)
+	switch {
+	case k.free > 0:
 		i = int(k.free - 1)
-		k.free = int32(k.timers[i].ts)
-		k.timers[i] = t
-	} else {
-		k.timers = append(k.timers, t)
+		s := k.slot(i)
+		k.free = int32(s.ts)
+		*s = t
+	case i < len(k.inl):
+		k.inl[i] = t
+		k.n++
+	default:
+		if k.more == nil {
+			k.more = &timerMore{}
+		}
+		k.more.timers = append(k.more.timers, t)
+		k.n++
 	}
 	k.used++
-	x := k.index
+	x := k.index()
 	switch {
 	case x == nil && k.used <= keyTimerIndexMin:
 	case x == nil || len(x.byTs)+len(x.others) >= 2*int(k.used)+keyTimerIndexMin:
@@ -208,26 +273,26 @@ func (k *timerKey) add(t keyTimer) int {
 		// slots once they are as many as the timers.
 		if x == nil {
 			x = &timerIndex{byTs: make(map[int64]int32, 2*k.used)}
-			k.index = x
+			k.more.index = x // more than keyTimerIndexMin timers: k.more is set
 		}
 		clear(x.byTs)
 		clear(x.others)
-		for j := range k.timers {
-			if t := &k.timers[j]; t.live || t.stored {
-				x.add(k.timers, j)
+		for j := range int(k.n) {
+			if t := k.slot(j); t.live || t.stored {
+				x.add(k, j)
 			}
 		}
 	default:
-		x.add(k.timers, i)
+		x.add(k, i)
 	}
 	return i
 }
 
-// add indexes timers[i].
-func (x *timerIndex) add(timers []keyTimer, i int) {
-	t := &timers[i]
+// add indexes slot i of k.
+func (x *timerIndex) add(k *timerKey, i int) {
+	t := k.slot(i)
 	if j, ok := x.byTs[t.ts]; ok && int(j) != i {
-		if o := &timers[j]; (o.live || o.stored) && o.ts == t.ts {
+		if o := k.slot(int(j)); (o.live || o.stored) && o.ts == t.ts {
 			if x.others == nil {
 				x.others = map[keyTimerID]int32{}
 			}
@@ -242,11 +307,15 @@ func (x *timerIndex) add(timers []keyTimer, i int) {
 func (k *timerKey) remove(i int) {
 	k.used--
 	if k.used == 0 {
-		clear(k.timers)
-		k.timers, k.index, k.free = k.timers[:0], nil, 0
+		k.inl = [2]keyTimer{}
+		if m := k.more; m != nil {
+			clear(m.timers)
+			m.timers, m.index = m.timers[:0], nil
+		}
+		k.n, k.free = 0, 0
 		return
 	}
-	k.timers[i] = keyTimer{ts: int64(k.free)}
+	*k.slot(i) = keyTimer{ts: int64(k.free)}
 	k.free = int32(i + 1)
 }
 
@@ -435,14 +504,14 @@ func (s *TimerService) flush() error {
 // ones from it.
 func (s *TimerService) flushKey(k *timerKey) error {
 	set := false
-	// Forward: removing the last timer empties k.timers.
-	for i := 0; i < len(k.timers); i++ {
-		t := &k.timers[i]
+	// Forward: removing the last timer drops all slots.
+	for i := 0; i < int(k.n); i++ {
+		t := k.slot(i)
 		if t.live == t.stored {
 			continue
 		}
 		if !set {
-			s.b.SetCurrentKey(k.key, int(k.group))
+			s.b.SetCurrentKey(k.key(), int(k.group))
 			set = true
 		}
 		s.ubuf = timerAppendUserKey(s.ubuf[:0], t.ts, t.ns)
@@ -517,7 +586,7 @@ func (s *TimerService) registerFor(d TimerDomain, key []byte, group int, ts int6
 	}
 	i := k.find(keyTimerID{ts: ts, ns: s.lastNS, d: d})
 	if i >= 0 {
-		t := &k.timers[i]
+		t := k.slot(i)
 		if t.live {
 			return nil
 		}
@@ -542,7 +611,7 @@ func (s *TimerService) delete(d TimerDomain, ts int64, ns []byte) error {
 		return nil
 	}
 	i := k.find(keyTimerID{ts: ts, ns: string(ns), d: d})
-	if i < 0 || !k.timers[i].live {
+	if i < 0 || !k.slot(i).live {
 		return nil
 	}
 	s.kill(k, i)
@@ -557,8 +626,8 @@ func (s *TimerService) delete(d TimerDomain, ts int64, ns []byte) error {
 // kill ends timer i of k (fired or deleted): it stays, for Flush to remove
 // from the backend, if it is there.
 func (s *TimerService) kill(k *timerKey, i int) {
-	if k.timers[i].stored {
-		k.timers[i].live = false
+	if t := k.slot(i); t.stored {
+		t.live = false
 		s.markDirty(k)
 		return
 	}
@@ -568,18 +637,17 @@ func (s *TimerService) kill(k *timerKey, i int) {
 // enqueue queues timer (ts, ns) of k, in slot i.
 func (s *TimerService) enqueue(q *timerQueue, k *timerKey, i int, ts int64, ns string) {
 	k.refs++
-	q.push(timerEntry{ts: ts, prefix: k.prefix, k: k, ns: ns, slot: int32(i)})
+	q.push(timerEntry{ts: ts, prefix: k.prefix(), k: k, ns: ns, slot: int32(i)})
 }
 
 // live reports whether the timer of queue entry it, of domain d, is live:
 // the entry is stale if its timer was deleted or fired already (its slot
 // is free, holds another timer, or is gone with all of the key's).
 func (s *TimerService) live(d TimerDomain, it timerEntry) bool {
-	ts := it.k.timers
-	if int(it.slot) >= len(ts) {
+	if it.slot >= it.k.n {
 		return false
 	}
-	t := &ts[it.slot]
+	t := it.k.slot(int(it.slot))
 	return t.live && t.ts == it.ts && t.d == d && t.ns == it.ns
 }
 
@@ -600,9 +668,10 @@ func (s *TimerService) advance(d TimerDomain, t int64, fire TimerFunc) error {
 		}
 		s.kill(k, int(it.slot))
 		q.live--
-		s.b.SetCurrentKey(k.key, int(k.group))
+		key := k.key()
+		s.b.SetCurrentKey(key, int(k.group))
 		s.fbuf = timerAppendUserKey(s.fbuf[:0], it.ts, it.ns)
-		err := fire(Timer{Timestamp: it.ts, Key: k.key, KeyGroup: int(k.group), Namespace: s.fbuf[timerUserKeyLen:]})
+		err := fire(Timer{Timestamp: it.ts, Key: key, KeyGroup: int(k.group), Namespace: s.fbuf[timerUserKeyLen:]})
 		k.refs--
 		s.release(k)
 		if err != nil {
@@ -641,25 +710,13 @@ func (s *TimerService) compact(d TimerDomain) {
 
 func (s *TimerService) intern(key []byte, group int) *timerKey {
 	// lastKey is nil once released.
-	if k := s.lastKey; k != nil && bytes.Equal(k.key, key) {
+	if k := s.lastKey; k != nil && bytes.Equal(k.key(), key) {
 		return k
 	}
 	h := s.keys.hash(key)
 	k := s.keys.find(h, key)
 	if k == nil {
-		// The key's first timers, and the key itself if short, share its
-		// allocation (most keys have one or two timers): registering and
-		// firing read them next to the record.
-		a := &struct {
-			k   timerKey
-			buf [2]keyTimer
-			key [timerKeyInline]byte
-		}{}
-		k = &a.k
-		k.key, k.group, k.timers = append(a.key[:0], key...), int32(group), a.buf[:0]
-		var p [16]byte
-		copy(p[:], key)
-		k.prefix = timerPrefix{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])}
+		k = newTimerKey(key, group)
 		k.interned = true
 		s.keys.insert(h, k)
 	}
@@ -667,14 +724,10 @@ func (s *TimerService) intern(key []byte, group int) *timerKey {
 	return k
 }
 
-// timerKeyInline is the length up to which a key is stored in its
-// record's allocation.
-const timerKeyInline = 16
-
 // release drops k from the intern table once nothing refers to it.
 func (s *TimerService) release(k *timerKey) {
 	if k.refs == 0 && k.used == 0 && k.interned {
-		s.keys.remove(s.keys.hash(k.key), k)
+		s.keys.remove(s.keys.hash(k.key()), k)
 		k.interned = false
 		if s.lastKey == k {
 			s.lastKey = nil

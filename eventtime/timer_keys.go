@@ -45,7 +45,7 @@ func (t *timerKeyTable) find(h uint64, key []byte) *timerKey {
 		if s.k == nil {
 			return nil
 		}
-		if s.hash == h && bytes.Equal(s.k.key, key) {
+		if s.hash == h && bytes.Equal(s.k.key(), key) {
 			return s.k
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -37,7 +38,7 @@ func TestTimerKeyTableAgainstMap(t *testing.T) {
 				}
 			} else {
 				require.Nil(t, tab.find(h, key), "step %d", step)
-				k := &timerKey{key: key}
+				k := newTimerKey(key, 0)
 				tab.insert(h, k)
 				in[string(key)] = k
 			}
@@ -50,4 +51,13 @@ func TestTimerKeyTableAgainstMap(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A key record fills two cache lines exactly (see timerKey): a field added
+// to it must find room or move something out.
+func TestTimerKeySize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is for 64-bit platforms")
+	}
+	require.Equal(t, uintptr(128), unsafe.Sizeof(timerKey{}))
 }

@@ -45,8 +45,8 @@ type timerRun struct {
 // the queue's memory is that of its largest backlog.
 const timerFreeRuns = 2
 
-// timerEntry is one entry of a queue: a timer of k in k.timers[slot].
-// prefix copies k.prefix so that most comparisons of timers with equal
+// timerEntry is one entry of a queue: a timer of k in k.slot(slot).
+// prefix copies k.prefix() so that most comparisons of timers with equal
 // timestamps need not follow k.
 type timerEntry struct {
 	ts     int64
@@ -77,7 +77,7 @@ func timerCompare(a, b *timerEntry) int {
 		return 1
 	}
 	if a.k != b.k {
-		if c := bytes.Compare(a.k.key, b.k.key); c != 0 {
+		if c := bytes.Compare(a.k.key(), b.k.key()); c != 0 {
 			return c
 		}
 	}

@@ -1,7 +1,6 @@
 package eventtime
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
@@ -20,10 +19,7 @@ func TestTimerQueueAgainstModel(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 3))
 			keys := make([]*timerKey, 50)
 			for i := range keys {
-				kb := []byte(fmt.Sprintf("key-%d", i*7919%1000))
-				var p [16]byte
-				copy(p[:], kb)
-				keys[i] = &timerKey{key: kb, prefix: timerPrefix{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])}}
+				keys[i] = newTimerKey([]byte(fmt.Sprintf("key-%d", i*7919%1000)), 0)
 			}
 			var q timerQueue
 			var model []timerEntry
@@ -37,7 +33,7 @@ func TestTimerQueueAgainstModel(t *testing.T) {
 					spread := []int64{1, 5, 1 << 40}[rng.IntN(3)]
 					for range n {
 						e := timerEntry{ts: now + rng.Int64N(spread) - 2, k: keys[rng.IntN(len(keys))], ns: []string{"", "a", "b"}[rng.IntN(3)]}
-						e.prefix = e.k.prefix
+						e.prefix = e.k.prefix()
 						q.push(e)
 						model = append(model, e)
 					}

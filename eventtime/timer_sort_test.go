@@ -41,13 +41,10 @@ func TestTimerSorterMatchesCompare(t *testing.T) {
 						kb := key(rng.IntN(n))
 						k := keys[string(kb)]
 						if k == nil {
-							k = &timerKey{key: kb}
-							var p [16]byte
-							copy(p[:], kb)
-							k.prefix = timerPrefix{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])}
+							k = newTimerKey(kb, 0)
 							keys[string(kb)] = k
 						}
-						e[i] = timerEntry{ts: stamps(i), prefix: k.prefix, k: k, ns: string(rune('a' + rng.IntN(4)))}
+						e[i] = timerEntry{ts: stamps(i), prefix: k.prefix(), k: k, ns: string(rune('a' + rng.IntN(4)))}
 					}
 					want := slices.Clone(e)
 					slices.SortStableFunc(want, func(x, y timerEntry) int { return timerCompare(&x, &y) })
