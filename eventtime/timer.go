@@ -97,6 +97,8 @@ type TimerService struct {
 	procTime  int64
 	firing    bool
 
+	touched int // what timerQueue.touch returned, kept so that its reads stay
+
 	ubuf []byte // user key of a timer written or removed by Flush
 	fbuf []byte // user key of the timer being fired
 	cbuf []byte // the backend's current key, kept across Flush
@@ -655,9 +657,12 @@ func (s *TimerService) advance(d TimerDomain, t int64, fire TimerFunc) error {
 	q := &s.q[d]
 	s.firing = true
 	defer func() { s.firing = false }()
-	for {
+	for n := 0; ; n++ {
 		if ts, ok := q.minTimestamp(); !ok || ts > t {
 			return nil
+		}
+		if n%timerTouchBatch == 0 {
+			s.touched += q.touch(timerTouchBatch)
 		}
 		it := q.take()
 		k := it.k

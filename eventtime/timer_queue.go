@@ -153,6 +153,27 @@ func (q *timerQueue) take() timerEntry {
 	return e
 }
 
+// timerTouchBatch is how many queued timers advance reads the key records
+// of at a time, ahead of firing them (timerQueue.touch).
+const timerTouchBatch = 16
+
+// touch reads the key records of the next n entries of each run and
+// returns a sum of what it read. Firing a timer reads its key record,
+// usually a cache miss (timers fire in key order, the records lie in the
+// order the keys first registered), and the firing's dependent work keeps
+// the processor from reaching the next timer's record before that miss is
+// over. touch's loads do not depend on each other: their misses overlap.
+func (q *timerQueue) touch(n int) int {
+	sum := 0
+	for i := range q.runs {
+		r := &q.runs[i]
+		for _, e := range r.e[r.pos:min(r.pos+n, len(r.e))] {
+			sum += int(e.k.n) + int(e.k.inl[1].d)
+		}
+	}
+	return sum
+}
+
 // dropHead removes the head of run i.
 func (q *timerQueue) dropHead(i int) {
 	r := &q.runs[i]
