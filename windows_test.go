@@ -360,10 +360,19 @@ func (r *tickReader) Close() error {
 }
 
 // A savepoint taken while windows are open, restored at another
-// parallelism, gives the same final windows as a run without it.
+// parallelism, gives the same final windows as a run without it. The
+// backends change across the savepoint for two of the kinds: the heap
+// backend holds the int64 window keys by value, pebble serialized, and
+// each restores the other's savepoint.
 func TestWindowSavepointRescale(t *testing.T) {
-	for _, wk := range windowKinds {
+	pebble := func(t *testing.T) weir.Option {
+		return weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20}))
+	}
+	heap := func(*testing.T) weir.Option { return weir.WithStateBackend(weir.HeapBackend()) }
+	backends := [][2]func(*testing.T) weir.Option{{heap, pebble}, {pebble, heap}, {heap, heap}}
+	for i, wk := range windowKinds {
 		t.Run(wk.kind, func(t *testing.T) {
+			before, after := backends[i%len(backends)][0](t), backends[i%len(backends)][1](t)
 			evs := outOfOrder(11, 12000, 9, 2, 30)
 			// pause > 0: every reader stops (waiting, not ending) after
 			// pause values, so the first job is mid-input when it stops.
@@ -382,7 +391,7 @@ func TestWindowSavepointRescale(t *testing.T) {
 			}
 			dir := t.TempDir()
 			var paused atomic.Int64
-			env, _ := build(2, len(evs)/6, &paused)
+			env, _ := build(2, len(evs)/6, &paused, before)
 			job, err := env.Start(testCtx(t))
 			require.NoError(t, err)
 			for paused.Load() < 2 {
@@ -393,7 +402,7 @@ func TestWindowSavepointRescale(t *testing.T) {
 			_, err = job.Wait()
 			require.NoError(t, err)
 
-			env2, got := build(3, 0, nil, weir.WithRestoreFrom(sp))
+			env2, got := build(3, 0, nil, weir.WithRestoreFrom(sp), after)
 			_, err = env2.Execute(testCtx(t))
 			require.NoError(t, err)
 			require.Equal(t, batchWindows(evs, wk.kind, wk.size, wk.slide), collectedWins(got.Values()))
