@@ -74,7 +74,8 @@ func (c windowKeyCodec[K]) Decode(b []byte) (windowKey[K], error) {
 }
 
 // hash places a windowKey in the backend's tables (heap.UseKeysHashed):
-// each part times an odd constant; the table mixes the sum's bits.
+// the xor of its parts, each times an odd constant; the table mixes the
+// bits further.
 func (windowKeyCodec[K]) hash(k windowKey[K]) uint64 {
 	h := uint64(k.k) * 0x9e3779b97f4a7c15
 	if k.w {
