@@ -41,7 +41,9 @@ func Reduce[T any](c codec.Codec[T], reduce func(acc, v T) T) Function[T, T] {
 		if c == nil || reduce == nil {
 			return nil, errors.New("window: Reduce needs a codec and a reduce function")
 		}
-		return &reduceFunc[T]{c: c, reduce: reduce}, nil
+		f := &reduceFunc[T]{c: c, reduce: reduce}
+		f.fold = f.foldIn
+		return f, nil
 	}}
 }
 
@@ -65,7 +67,9 @@ func Aggregate[IN, ACC, OUT any](f AggregateFunction[IN, ACC, OUT]) Function[IN,
 		if f.Codec == nil || f.New == nil || f.Add == nil || f.Result == nil {
 			return nil, errors.New("window: Aggregate needs Codec, New, Add and Result")
 		}
-		return &aggregateFunc[IN, ACC, OUT]{f: f}, nil
+		a := &aggregateFunc[IN, ACC, OUT]{f: f}
+		a.fold = a.foldIn
+		return a, nil
 	}}
 }
 
@@ -86,49 +90,60 @@ func Process[IN, OUT any](c codec.Codec[IN], fn ProcessFunc[IN, OUT]) Function[I
 	}}
 }
 
-type reduceFunc[T any] struct {
-	c       codec.Codec[T]
-	reduce  func(acc, v T) T
-	buf     []byte
+// folder adds an element to a window's contents with its owner's fold,
+// which folds in into the stored value (a state.UpdateFunc): in place
+// through the backend's state.Updater when it has one, else by a Get and
+// a Put.
+type folder[T any] struct {
+	fold    state.UpdateFunc // the owner's foldIn, made once
 	in      T                // the element being added, for fold
-	existed bool             // fold found contents
-	fold    state.UpdateFunc // f.foldIn, made once
+	existed bool             // fold found contents; fold sets it
 	b       state.KeyedBackend
 	upd     state.Updater // b, if it is one
+	buf     []byte
+}
+
+// add folds v into the contents of state id of b's current key and
+// reports whether there were contents.
+func (f *folder[T]) add(b state.KeyedBackend, id state.StateID, v T) (bool, error) {
+	if f.b != b { // the operator's backend, resolved once
+		f.b = b
+		f.upd, _ = b.(state.Updater)
+	}
+	f.in, f.existed = v, false
+	var err error
+	if f.upd != nil {
+		err = f.upd.Update(id, f.fold)
+	} else {
+		err = f.getFoldPut(b, id)
+	}
+	var zero T
+	f.in = zero // the element is not kept beyond the call
+	return f.existed, err
+}
+
+// getFoldPut is add without an Updater.
+func (f *folder[T]) getFoldPut(b state.KeyedBackend, id state.StateID) error {
+	raw, ok, err := b.Get(id, nil)
+	if err != nil {
+		return err
+	}
+	if f.buf, err = f.fold(raw, ok, f.buf[:0]); err != nil {
+		return err
+	}
+	return b.Put(id, nil, f.buf)
+}
+
+type reduceFunc[T any] struct {
+	folder[T]
+	c      codec.Codec[T]
+	reduce func(acc, v T) T
 }
 
 func (f *reduceFunc[T]) kind() state.Kind { return state.KindValue }
 func (f *reduceFunc[T]) canMerge() error  { return nil }
 
-func (f *reduceFunc[T]) add(b state.KeyedBackend, id state.StateID, v T) (bool, error) {
-	if f.b != b { // the operator's backend, resolved once
-		f.b = b
-		f.upd, _ = b.(state.Updater)
-		f.fold = f.foldIn
-	}
-	if f.upd != nil {
-		f.in, f.existed = v, false
-		err := f.upd.Update(id, f.fold)
-		var zero T
-		f.in = zero
-		return f.existed, err
-	}
-	raw, ok, err := b.Get(id, nil)
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		acc, err := f.c.Decode(raw)
-		if err != nil {
-			return false, err
-		}
-		v = f.reduce(acc, v)
-	}
-	f.buf = f.c.Append(f.buf[:0], v)
-	return ok, b.Put(id, nil, f.buf)
-}
-
-// foldIn folds f.in into the stored value in place (state.Updater).
+// foldIn folds f.in into the stored value.
 func (f *reduceFunc[T]) foldIn(old []byte, ok bool, dst []byte) ([]byte, error) {
 	v := f.in
 	if ok {
@@ -167,13 +182,8 @@ func (f *reduceFunc[T]) merge(dst []byte, parts [][]byte) ([]byte, error) {
 }
 
 type aggregateFunc[IN, ACC, OUT any] struct {
-	f       AggregateFunction[IN, ACC, OUT]
-	buf     []byte
-	in      IN               // the element being added, for fold
-	existed bool             // fold found contents
-	fold    state.UpdateFunc // f.foldIn, made once
-	b       state.KeyedBackend
-	upd     state.Updater // b, if it is one
+	folder[IN]
+	f AggregateFunction[IN, ACC, OUT]
 }
 
 func (f *aggregateFunc[IN, ACC, OUT]) kind() state.Kind { return state.KindValue }
@@ -185,36 +195,7 @@ func (f *aggregateFunc[IN, ACC, OUT]) canMerge() error {
 	return nil
 }
 
-func (f *aggregateFunc[IN, ACC, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) (bool, error) {
-	if f.b != b { // the operator's backend, resolved once
-		f.b = b
-		f.upd, _ = b.(state.Updater)
-		f.fold = f.foldIn
-	}
-	if f.upd != nil {
-		f.in, f.existed = v, false
-		err := f.upd.Update(id, f.fold)
-		var zero IN
-		f.in = zero
-		return f.existed, err
-	}
-	raw, ok, err := b.Get(id, nil)
-	if err != nil {
-		return false, err
-	}
-	var acc ACC
-	if ok {
-		if acc, err = f.f.Codec.Decode(raw); err != nil {
-			return false, err
-		}
-	} else {
-		acc = f.f.New()
-	}
-	f.buf = f.f.Codec.Append(f.buf[:0], f.f.Add(acc, v))
-	return ok, b.Put(id, nil, f.buf)
-}
-
-// foldIn adds f.in to the stored accumulator in place (state.Updater).
+// foldIn adds f.in to the stored accumulator.
 func (f *aggregateFunc[IN, ACC, OUT]) foldIn(old []byte, ok bool, dst []byte) ([]byte, error) {
 	var acc ACC
 	if ok {
