@@ -153,21 +153,31 @@ func (q *timerQueue) take() timerEntry {
 	return e
 }
 
-// timerTouchBatch is how many queued timers advance reads the key records
-// of at a time, ahead of firing them (timerQueue.touch).
+// timerTouchBatch is how many queued timers advance reads ahead at a
+// time, before firing them (timerQueue.touch).
 const timerTouchBatch = 16
 
-// touch reads the key records of the next n entries of each run and
-// returns a sum of what it read. Firing a timer reads its key record,
-// usually a cache miss (timers fire in key order, the records lie in the
-// order the keys first registered), and the firing's dependent work keeps
-// the processor from reaching the next timer's record before that miss is
-// over. touch's loads do not depend on each other: their misses overlap.
+// touch reads ahead of the timers about to fire, and returns a sum of what
+// it read: the key records of the entries n to 2n ahead of each run's
+// head, and the slots (out of line when the key has more than two timers)
+// of the next n, whose records the previous call read. Firing a timer
+// reads its key record and its slot, usually cache misses (timers fire in
+// key order, the records lie in the order the keys first registered), and
+// the firing's dependent work keeps the processor from reaching the next
+// timer's record before that miss is over. touch's loads do not depend on
+// each other, except a slot on its record read a batch earlier: their
+// misses overlap.
 func (q *timerQueue) touch(n int) int {
 	sum := 0
 	for i := range q.runs {
 		r := &q.runs[i]
-		for _, e := range r.e[r.pos:min(r.pos+n, len(r.e))] {
+		next := r.e[r.pos:min(r.pos+n, len(r.e))]
+		for _, e := range next {
+			if k := e.k; e.slot >= int32(len(k.inl)) && e.slot < k.n {
+				sum += int(k.slot(int(e.slot)).ts)
+			}
+		}
+		for _, e := range r.e[r.pos+len(next) : min(r.pos+2*n, len(r.e))] {
 			sum += int(e.k.n) + int(e.k.inl[1].d)
 		}
 	}
