@@ -108,6 +108,16 @@ func (p *probed[T]) collect(v T, ts int64) error {
 	return p.next.collect(v, ts)
 }
 
+func (p *probed[T]) collectInGroup(v T, ts int64, g int) error {
+	if err := p.probe(); err != nil {
+		return err
+	}
+	if n, ok := p.next.(groupCollector[T]); ok {
+		return n.collectInGroup(v, ts, g)
+	}
+	return p.next.collect(v, ts)
+}
+
 // probeCollector wraps a collector[T] (nil: one that drops values) in one
 // that calls probe before each value.
 func probeCollector[T any](c any, probe func() error) any {

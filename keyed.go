@@ -45,7 +45,7 @@ func keyedOp[T, K, Out any](ks *KeyedStream[T, K], name string, build func(rc *g
 	n.Input = e
 	s.n.Outputs = append(s.n.Outputs, e)
 	e.KeyHash = ks.keyHasher // a factory: each writer gets its own scratch
-	setInput(n, s)
+	setKeyedInput(n, s)
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[Out])
 		if next == nil {
@@ -68,7 +68,7 @@ type keyContext[T, K any] struct {
 	backend state.KeyedBackend
 	// set sets the backend's current key by value (heap.KeySetter), nil
 	// when keys go to the backend serialized.
-	set func(K, int, uint64)
+	set func(K, int)
 	buf []byte
 	key K
 }
@@ -81,12 +81,15 @@ func (c *keyContext[T, K]) open(b state.KeyedBackend) error {
 	return err
 }
 
-func (c *keyContext[T, K]) setKey(v T) {
+// setKey sets the current key to v's. g is the key's key group, or -1
+// to compute it here (from a record of a keyed edge the producer did).
+func (c *keyContext[T, K]) setKey(v T, g int) {
 	c.key = c.fn(v)
-	h := c.hash(c.key)
-	g := keygroup.ForHash(h, c.maxPar)
+	if g < 0 {
+		g = keygroup.ForHash(c.hash(c.key), c.maxPar)
+	}
 	if c.set != nil {
-		c.set(c.key, g, h)
+		c.set(c.key, g)
 		return
 	}
 	c.buf = c.kc.Append(c.buf[:0], c.key)
@@ -122,9 +125,11 @@ func (o *reduceOp[T, K]) Open(ctx *task.OperatorContext) error {
 	return err
 }
 
-func (o *reduceOp[T, K]) collect(v T, ts int64) (err error) {
+func (o *reduceOp[T, K]) collect(v T, ts int64) error { return o.collectInGroup(v, ts, -1) }
+
+func (o *reduceOp[T, K]) collectInGroup(v T, ts int64, g int) error {
 	o.enter()
-	o.kc.setKey(v)
+	o.kc.setKey(v, g)
 	r, err := o.st.AddAndGet(v)
 	if err != nil {
 		return err
@@ -338,9 +343,11 @@ func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 	return nil
 }
 
-func (o *processOp[K, In, Out]) collect(v In, ts int64) (err error) {
+func (o *processOp[K, In, Out]) collect(v In, ts int64) error { return o.collectInGroup(v, ts, -1) }
+
+func (o *processOp[K, In, Out]) collectInGroup(v In, ts int64, g int) (err error) {
 	o.enter()
-	o.kc.setKey(v)
+	o.kc.setKey(v, g)
 	o.out.ts, o.rc.ts = ts, ts
 	if err := o.fn.ProcessElement(o.kc.key, v, o.out); err != nil {
 		return o.fail(err)

@@ -97,7 +97,7 @@ func (s *Stream[T]) newWriter(e *graph.Edge, p *network.ResultPartition, subtask
 		return newStampedOut(s.codec, keyHash, e, p, subtask, s.env.cfg.maxParallelism, flushAlways)
 	}
 	cfg := network.WriterConfig[T]{Partitioning: e.Partitioning, Append: s.codec.Append, KeyHash: keyHash,
-		Subtask: subtask, MaxParallelism: s.env.cfg.maxParallelism}
+		Subtask: subtask, MaxParallelism: s.env.cfg.maxParallelism, KeyGroupPrefix: keyGroupPrefix(keyHash != nil, p)}
 	w, err := network.NewRecordWriter(p, cfg)
 	if err != nil {
 		return nil, err
@@ -115,6 +115,7 @@ func newStampedOut[T any](c codec.Codec[T], keyHash func(T) uint64, e *graph.Edg
 		}}
 	if keyHash != nil {
 		cfg.KeyHash = func(sv stamped[T]) uint64 { return keyHash(sv.v) }
+		cfg.KeyGroupPrefix = keyGroupPrefix(true, p)
 	}
 	w, err := network.NewRecordWriter(p, cfg)
 	if err != nil {
@@ -187,10 +188,31 @@ func setInput[T any](n *graph.Node, s *Stream[T]) {
 	n.ProbeInput = probeCollector[T]
 }
 
+// keyGroupPrefix reports whether a writer into p puts key groups before
+// records: on a keyed edge to several consumers (graph.Edge.KeyHash).
+func keyGroupPrefix(keyed bool, p *network.ResultPartition) bool {
+	return keyed && p.NumSubpartitions() > 1
+}
+
+// setKeyedInput makes keyed operator n read values of s over a keyed edge
+// (setInput's, for records preceded by their key group when n has
+// several subtasks: keyGroupPrefix).
+func setKeyedInput[T any](n *graph.Node, s *Stream[T]) {
+	n.Decoder = func(in any, parallelism int) task.RecordProcessor {
+		if parallelism == 1 {
+			return decoderFor(s)(in, parallelism)
+		}
+		next := in.(collector[T])
+		kn, _ := in.(groupCollector[T])
+		return &keyedHead[T]{c: s.codec, stamped: s.timestamped, next: next, kn: kn, maxPar: s.env.cfg.maxParallelism}
+	}
+	n.ProbeInput = probeCollector[T]
+}
+
 // decoderFor returns the closure that turns a collector[T] into a record
 // processor decoding T with c.
-func decoderFor[T any](s *Stream[T]) func(in any) task.RecordProcessor {
-	return func(in any) task.RecordProcessor {
+func decoderFor[T any](s *Stream[T]) func(in any, parallelism int) task.RecordProcessor {
+	return func(in any, _ int) task.RecordProcessor {
 		if s.timestamped {
 			return &stampedHead[T]{c: s.codec, next: in.(collector[T])}
 		}
@@ -230,10 +252,50 @@ func (d *stampedHead[T]) ProcessRecord(rec []byte) error {
 	return d.next.collect(v, int64(binary.BigEndian.Uint64(rec)))
 }
 
+// keyedHead decodes the records of a keyed edge: the key group, then the
+// timestamp if the stream has them, then the value. The key group goes to
+// the keyed operator with the value when it takes it (groupCollector).
+type keyedHead[T any] struct {
+	c       codec.Codec[T]
+	stamped bool
+	next    collector[T]
+	kn      groupCollector[T] // next, if it takes key groups
+	maxPar  int
+}
+
+func (d *keyedHead[T]) ProcessRecord(rec []byte) error {
+	g, rest, ok := network.KeyGroupOf(rec)
+	if !ok || g >= d.maxPar {
+		return fmt.Errorf("decoding record: no key group of the %d (max parallelism) before it", d.maxPar)
+	}
+	ts := eventtime.NoTimestamp
+	if d.stamped {
+		if len(rest) < 8 {
+			return fmt.Errorf("decoding record: %d bytes after its key group, too short for its timestamp", len(rest))
+		}
+		ts, rest = int64(binary.BigEndian.Uint64(rest)), rest[8:]
+	}
+	v, err := d.c.Decode(rest)
+	if err != nil {
+		return fmt.Errorf("decoding record: %w", err)
+	}
+	if d.kn != nil {
+		return d.kn.collectInGroup(v, ts, g)
+	}
+	return d.next.collect(v, ts)
+}
+
 // collector receives the values of a chain step, each with its event
 // timestamp (eventtime.NoTimestamp when the stream has none).
 type collector[T any] interface {
 	collect(v T, ts int64) error
+}
+
+// groupCollector is a keyed operator's collector that also takes a value
+// with the key group of its key, which the producer computed, so that it
+// need not hash the key again.
+type groupCollector[T any] interface {
+	collectInGroup(v T, ts int64, group int) error
 }
 
 type fanout[T any] struct{ outs []collector[T] }

@@ -349,7 +349,7 @@ func addWindowOp[T, K, OUT, R any](w *WindowedStream[T, K], name string, fn wind
 	n.Input = e
 	s.n.Outputs = append(s.n.Outputs, e)
 	e.KeyHash = ks.keyHasher
-	setInput(n, s)
+	setKeyedInput(n, s)
 	sideCodec := s.codec
 	n.Sides = []graph.SideOutput{{
 		Fanout: fanoutOf[T],
@@ -413,11 +413,18 @@ func (o *windowOperator[T, K, OUT, R]) Open(ctx *task.OperatorContext) error {
 	return nil
 }
 
-func (o *windowOperator[T, K, OUT, R]) collect(v T, ts int64) (err error) {
+func (o *windowOperator[T, K, OUT, R]) collect(v T, ts int64) error {
+	return o.collectInGroup(v, ts, -1)
+}
+
+// collectInGroup processes v, whose key's key group is kg (-1: compute it).
+func (o *windowOperator[T, K, OUT, R]) collectInGroup(v T, ts int64, kg int) error {
 	o.enter()
 	k := o.key(v)
 	o.keyBuf = o.kc.Append(o.keyBuf[:0], k)
-	kg := keygroup.ForHash(o.hash(k), o.maxPar)
+	if kg < 0 {
+		kg = keygroup.ForHash(o.hash(k), o.maxPar)
+	}
 	if err := o.core.ProcessElement(o.keyBuf, kg, ts, v); err != nil {
 		return err
 	}

@@ -30,8 +30,9 @@ func drainSub(t *testing.T, sub *Subpartition) (stream []byte, buffers int) {
 }
 
 // A RecordWriter sends every record to the subpartitions a naive model of
-// its partitioning picks, in order, records spanning buffers included, and
-// the partition's statistics count what was written.
+// its partitioning picks, in order, records spanning buffers included
+// (with hash partitioning, with or without their key group before them),
+// and the partition's statistics count what was written.
 func TestRecordWriterPartitionings(t *testing.T) {
 	type rec struct {
 		key  uint64
@@ -41,11 +42,15 @@ func TestRecordWriterPartitionings(t *testing.T) {
 	keyHash := func(r rec) uint64 { return r.key }
 	for _, mode := range []Partitioning{Forward, Rebalance, Hash, Broadcast} {
 		for _, nsub := range []int{1, 3} {
-			for _, maxPar := range []int{0, 7} {
-				if mode != Hash && maxPar != 0 {
+			for _, cfg := range []struct {
+				maxPar int
+				prefix bool
+			}{{0, false}, {7, false}, {7, true}, {300, true}} {
+				maxPar, prefix := cfg.maxPar, cfg.prefix
+				if mode != Hash && (maxPar != 0 || prefix) {
 					continue
 				}
-				t.Run(fmt.Sprintf("%s/subs=%d/maxpar=%d", mode, nsub, maxPar), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/subs=%d/maxpar=%d/prefix=%v", mode, nsub, maxPar, prefix), func(t *testing.T) {
 					g, err := buffer.NewGlobalPool(buffer.Config{SegmentSize: 64, NumSegments: 10000})
 					require.NoError(t, err)
 					pool, err := g.NewLocalPool(nsub+1, 10000)
@@ -54,7 +59,7 @@ func TestRecordWriterPartitionings(t *testing.T) {
 					require.NoError(t, err)
 					subtask := nsub - 1
 					w, err := NewRecordWriter(p, WriterConfig[rec]{Partitioning: mode, Append: appendRec,
-						KeyHash: keyHash, MaxParallelism: maxPar, Subtask: subtask})
+						KeyHash: keyHash, MaxParallelism: maxPar, Subtask: subtask, KeyGroupPrefix: prefix})
 					require.NoError(t, err)
 
 					mp := maxPar
@@ -88,10 +93,19 @@ func TestRecordWriterPartitionings(t *testing.T) {
 								subs = append(subs, s)
 							}
 						}
+						body := v.body
+						if prefix {
+							g := keygroup.ForHash(v.key, mp)
+							body = append([]byte{byte(g >> 8), byte(g)}, body...)
+							gotG, rest, ok := KeyGroupOf(body)
+							require.True(t, ok)
+							require.Equal(t, g, gotG)
+							require.Equal(t, v.body, rest)
+						}
 						for _, s := range subs {
-							want[s] = append(want[s], v.body)
+							want[s] = append(want[s], body)
 							writes++
-							bytes += int64(lengthSize + n)
+							bytes += int64(lengthSize + len(body))
 						}
 						require.NoError(t, w.Emit(v))
 						if i%97 == 0 {
@@ -471,4 +485,23 @@ func TestLocalExchange(t *testing.T) {
 		gate.Close()
 	}
 	require.Equal(t, 0, g.InUse())
+}
+
+// Only a hash writer writes key groups; asking another for them is an
+// error, not records its consumer would misread.
+func TestRecordWriterKeyGroupPrefixNeedsHash(t *testing.T) {
+	g, err := buffer.NewGlobalPool(buffer.Config{SegmentSize: 64, NumSegments: 16})
+	require.NoError(t, err)
+	pool, err := g.NewLocalPool(2, 16)
+	require.NoError(t, err)
+	p, err := NewResultPartition(newID(), "p", 2, pool)
+	require.NoError(t, err)
+	defer p.Release()
+	for _, mode := range []Partitioning{Forward, Rebalance, Broadcast} {
+		_, err := NewRecordWriter(p, WriterConfig[[]byte]{Partitioning: mode, KeyGroupPrefix: true,
+			Append: func(dst, v []byte) []byte { return append(dst, v...) }})
+		require.ErrorContains(t, err, "key group prefix without hash partitioning", mode.String())
+	}
+	_, _, ok := KeyGroupOf([]byte{1})
+	require.False(t, ok)
 }

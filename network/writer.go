@@ -46,6 +46,12 @@ type RecordWriter[T any] struct {
 	maxPar   int
 	groupSub []int32  // Hash: key group -> subpartition (keygroup.Operator)
 	forward  *builder // Forward: the one subpartition's builder
+
+	// With KeyGroupPrefix, appendFn is appendGrouped, which writes group
+	// (the key group of the record being emitted) and then userAppend's
+	// encoding.
+	userAppend func([]byte, T) []byte
+	group      int
 }
 
 // WriterConfig configures a RecordWriter.
@@ -60,12 +66,20 @@ type WriterConfig[T any] struct {
 	// Subtask is the producing subtask's index (Forward only: it writes to
 	// the subpartition of the same index when the partition has several).
 	Subtask int
+	// KeyGroupPrefix (Hash only) writes each record's key group, two bytes
+	// big-endian, before its encoding, so that the consumer reads the key
+	// group rather than hashing the key again. The key is then hashed even
+	// when there is a single consumer.
+	KeyGroupPrefix bool
 }
 
 // NewRecordWriter returns a writer into p.
 func NewRecordWriter[T any](p *ResultPartition, cfg WriterConfig[T]) (*RecordWriter[T], error) {
 	if cfg.Append == nil {
 		return nil, fmt.Errorf("network: record writer for %s: no encoder", p.name)
+	}
+	if cfg.KeyGroupPrefix && cfg.Partitioning != Hash {
+		return nil, fmt.Errorf("network: %s writer for %s: key group prefix without hash partitioning", cfg.Partitioning, p.name)
 	}
 	w := &RecordWriter[T]{p: p, appendFn: cfg.Append, mode: cfg.Partitioning, hash: cfg.KeyHash, maxPar: cfg.MaxParallelism}
 	switch cfg.Partitioning {
@@ -92,7 +106,10 @@ func NewRecordWriter[T any](p *ResultPartition, cfg WriterConfig[T]) (*RecordWri
 		for g := range w.groupSub {
 			w.groupSub[g] = int32(keygroup.Operator(g, w.maxPar, p.NumSubpartitions()))
 		}
-		if p.NumSubpartitions() == 1 {
+		if cfg.KeyGroupPrefix {
+			w.userAppend = cfg.Append
+			w.appendFn = w.appendGrouped
+		} else if p.NumSubpartitions() == 1 {
 			// Every key group goes to the one consumer: no key to hash.
 			w.mode, w.forward = Forward, &p.builders[0]
 		}
@@ -114,7 +131,15 @@ func (w *RecordWriter[T]) Emit(v T) error {
 	switch w.mode {
 	case Forward:
 	case Hash:
-		b = &w.p.builders[w.groupSub[keygroup.ForHash(w.hash(v), w.maxPar)]]
+		g := keygroup.ForHash(w.hash(v), w.maxPar)
+		b = &w.p.builders[w.groupSub[g]]
+		if w.userAppend != nil { // KeyGroupPrefix
+			if dst, ok := b.dst(); ok && b.commit(w.userAppend(append(dst, byte(g>>8), byte(g)), v)) {
+				return nil
+			}
+			w.group = g
+			return appendSpanning(w.p, b, w.appendFn, v)
+		}
 	case Rebalance:
 		p := w.p
 		b = &p.builders[p.rr]
@@ -134,4 +159,24 @@ func (w *RecordWriter[T]) Emit(v T) error {
 		return nil
 	}
 	return appendSpanning(w.p, b, w.appendFn, v)
+}
+
+// appendGrouped appends the key group of the record being emitted, then
+// the record (KeyGroupPrefix; Emit inlines it but for records that span
+// buffers).
+func (w *RecordWriter[T]) appendGrouped(dst []byte, v T) []byte {
+	return w.userAppend(append(dst, byte(w.group>>8), byte(w.group)), v)
+}
+
+// KeyGroupPrefixLen is the length of the key group that
+// WriterConfig.KeyGroupPrefix writes before each record.
+const KeyGroupPrefixLen = 2
+
+// KeyGroupOf returns the key group a KeyGroupPrefix writer put before
+// record rec, and the record after it.
+func KeyGroupOf(rec []byte) (group int, rest []byte, ok bool) {
+	if len(rec) < KeyGroupPrefixLen {
+		return 0, nil, false
+	}
+	return int(rec[0])<<8 | int(rec[1]), rec[KeyGroupPrefixLen:], true
 }

@@ -288,7 +288,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 			return nil, fmt.Errorf("weir: deploying %s: %w", tname, err)
 		}
 		cfg.Gate = network.NewInputGate(tname, chans)
-		cfg.Input = v.Nodes[0].Decoder(nextIn)
+		cfg.Input = v.Nodes[0].Decoder(nextIn, v.Parallelism)
 		if d := b.cfg.Debloat; d != nil {
 			dc := *d
 			if dc.MaxSize == 0 {

@@ -48,8 +48,9 @@ type Node struct {
 	// collector (a task.Source for a source) and the task-level operator.
 	Instantiate func(sub *Subtask, out any) (in any, op task.Operator, err error)
 	// Decoder wraps the node's input collector in a record processor that
-	// decodes serialized records of its input type (chain heads only).
-	Decoder func(in any) task.RecordProcessor
+	// decodes serialized records of its input type (chain heads only);
+	// parallelism is the node's.
+	Decoder func(in any, parallelism int) task.RecordProcessor
 	// Fanout combines several collectors of the node's output type.
 	Fanout func(outs []any) any
 	// NewWriter makes a collector that serializes the node's output into
@@ -87,7 +88,13 @@ type Edge struct {
 	Side int
 	// KeyHash makes the key hash function of hash partitioning: a
 	// func() func(T) uint64 of the producer's output type (a factory, so
-	// that each writer gets its own scratch space).
+	// that each writer gets its own scratch space). An edge with a
+	// KeyHash is a keyed one. When its consumer has several subtasks, its
+	// records carry their key group before them
+	// (network.WriterConfig.KeyGroupPrefix): the producer hashed the key
+	// to route the record, and the consumer's decoder hands the key group
+	// to the keyed operator, which so does not hash the key again. With one
+	// consumer, the producer does not hash and the operator does.
 	KeyHash any
 }
 

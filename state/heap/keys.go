@@ -19,10 +19,9 @@ type keyOps[K comparable] interface {
 	view(b []byte) (k K, borrowed bool, err error)
 	// clone returns a copy of a borrowed key that does not alias anything.
 	clone(k K) K
-	// hash places k in its table. For keys held as values it is the
-	// routing hash (codec.Hash64 of the serialized key, which the keyed
-	// operator computes anyway to find the key group); for keys held as
-	// their serialized bytes, a faster hash of the bytes.
+	// hash places k in its table (table.index mixes it): for keys held as
+	// integers the integer itself, for keys held as their serialized bytes
+	// a hash of the bytes.
 	hash(k K) uint64
 }
 
@@ -43,15 +42,46 @@ func (stringKeys) hash(k string) uint64  { return maphash.String(tableSeed, k) }
 var tableSeed = maphash.MakeSeed()
 
 // codecKeys holds keys as values, serialized with a codec whose Decode
-// does not alias its input; h is codec.HashFunc(c).
+// does not alias its input. h places them: the integer itself for the
+// built-in integer codecs, codec.HashFunc(c) for other codecs, or the
+// function given to UseKeysHashed (given), whose values Keys.Set receives
+// from its caller.
 type codecKeys[K comparable] struct {
-	c codec.Codec[K]
-	h func(K) uint64
+	c     codec.Codec[K]
+	h     func(K) uint64
+	given bool
 }
 
 func newCodecKeys[K comparable](c codec.Codec[K]) codecKeys[K] {
-	return codecKeys[K]{c: c, h: codec.HashFunc(c)}
+	return codecKeys[K]{c: c, h: placeHash(c)}
 }
+
+// placeHash returns the hash that places keys encoded with c in tables:
+// for an integer codec the integer's bits, which cost nothing to compute
+// (the keyed operators take the key group from the record or from the
+// routing hash, not from this), and codec.HashFunc(c) otherwise.
+func placeHash[K comparable](c codec.Codec[K]) func(K) uint64 {
+	size := unsafe.Sizeof(*new(K))
+	switch any(c).(type) {
+	case codec.Int64Codec, codec.Uint64Codec, codec.IntCodec:
+		if size == 8 {
+			return func(k K) uint64 { return *(*uint64)(unsafe.Pointer(&k)) }
+		}
+	case codec.Int32Codec, codec.Uint32Codec:
+		if size == 4 {
+			return func(k K) uint64 { return uint64(*(*uint32)(unsafe.Pointer(&k))) }
+		}
+	}
+	return codec.HashFunc(c)
+}
+
+// givenHash reports whether ops places keys by a hash the caller gives.
+func givenHash(ops any) bool {
+	o, ok := ops.(interface{ givenHash() bool })
+	return ok && o.givenHash()
+}
+
+func (o codecKeys[K]) givenHash() bool { return o.given }
 
 func (o codecKeys[K]) appendKey(dst []byte, k K) []byte { return o.c.Append(dst, k) }
 func (o codecKeys[K]) view(b []byte) (K, bool, error) {

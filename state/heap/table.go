@@ -2,9 +2,8 @@ package heap
 
 // table maps the keys of one (state, key group) to their entries: an open
 // addressing hash table with linear probing over a flat array. The caller
-// supplies each key's hash (keyOps.hash: for keys held as values the
-// routing hash the keyed operator computed to find the key group, so a
-// lookup hashes nothing). Deletion shifts the following slots back, so
+// supplies each key's hash (keyOps.hash: for integer keys the integer
+// itself, so a lookup hashes nothing; index mixes it). Deletion shifts the following slots back, so
 // there are no tombstones.
 //
 // Slots are {key, entry pointer}: 16 bytes for an int64 key. The table
@@ -27,10 +26,11 @@ type slot[K comparable] struct {
 // minTableSize is the size of a table's first slot array.
 const minTableSize = 8
 
-// mix spreads a key's hash over the table index's bits. The key group is
-// the routing hash's keygroup.Mix modulo the number of key groups, the
-// same for all the keys of a table, so the index comes from other bits:
-// the high ones of a different multiplier.
+// mix spreads a key's hash over the table index's bits: the high ones of a
+// multiplication by an odd constant (Fibonacci hashing), so that integer
+// keys placed by their own value spread, consecutive or not. The key group
+// is the same for all the keys of a table; it comes from the routing hash
+// (codec.Hash64), of which this hash knows nothing.
 func mix(h uint64) uint64 { return (h ^ h>>29) * 0x9e3779b97f4a7c15 }
 
 func (t *table[K]) index(h uint64) int {

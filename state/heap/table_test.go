@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/weirstream/weir/codec"
 )
 
 // The table agrees with a Go map under random puts, replacements and
@@ -12,6 +14,7 @@ import (
 // slot (long probe runs, wrap-around, backward shifts across them).
 func TestTableMatchesMap(t *testing.T) {
 	hashes := map[string]func(int64) uint64{
+		"int64":   func(k int64) uint64 { return newCodecKeys(codec.Int64()).hash(k) },
 		"fnv":     func(k int64) uint64 { return newCodecKeys[int64](int64Codec{}).hash(k) },
 		"clashes": func(k int64) uint64 { return uint64(k % 3) },
 	}

@@ -15,30 +15,32 @@ type Keys[K comparable] struct {
 	c     *core[K]
 	start int
 	n     uint
-	// routing: the core places keys by their routing hash (they are held
-	// as values), so Set passes on the hash it is given.
-	routing bool
+	// hashed: the core places keys by UseKeysHashed's function, whose
+	// value Set is given.
+	hashed bool
 }
 
 // Set sets the current key to key in key group keyGroup, as SetCurrentKey
-// does with key's serialized form; hash is the key's routing hash, the
-// codec.Hash64 of that serialized form (codec.HashFunc computes it without
-// serializing), which the key group was computed from; after
-// UseKeysHashed, the hash function's value for key. A key group outside
-// the backend's range panics, as in SetCurrentKey.
+// does with key's serialized form. hash is used after UseKeysHashed only:
+// it is then the hash function's value for key (UseKeys places keys by a
+// hash of its own). A key group outside the backend's range panics, as in
+// SetCurrentKey.
 func (k *Keys[K]) Set(key K, keyGroup int, hash uint64) {
 	g := keyGroup - k.start
 	if uint(g) >= k.n {
 		panic(fmt.Sprintf("heap: key group %d outside this backend's range %s (record routed to the wrong subtask)", keyGroup, k.b.rng))
 	}
-	if !k.routing {
+	if !k.hashed {
 		hash = k.c.ops.hash(key)
 	}
 	k.c.setKey(key, g, hash)
 }
 
+// SetKey is Set for keys placed by UseKeys' own hash.
+func (k *Keys[K]) SetKey(key K, keyGroup int) { k.Set(key, keyGroup, 0) }
+
 func newKeys[K comparable](b *Backend, c *core[K]) *Keys[K] {
-	return &Keys[K]{b: b, c: c, start: b.rng.Start, n: uint(b.rng.Len()), routing: !isStringKeys(c.ops)}
+	return &Keys[K]{b: b, c: c, start: b.rng.Start, n: uint(b.rng.Len()), hashed: givenHash(c.ops)}
 }
 
 // UseKeys switches b to holding its keys as values of type K and returns
@@ -57,7 +59,7 @@ func UseKeys[K comparable](b *Backend, kc codec.Codec[K]) (*Keys[K], error) {
 	return useKeys(b, kc, nil)
 }
 
-// UseKeysHashed is UseKeys with hash, rather than kc's routing hash,
+// UseKeysHashed is UseKeys with hash, rather than UseKeys' own hash,
 // placing the keys in b's tables: any function of a key that agrees with
 // == will do, since it never leaves memory. Keys.Set must then be given
 // hash(key). It suits composite keys (a record key with a namespace) whose
@@ -84,7 +86,7 @@ func useKeys[K comparable](b *Backend, kc codec.Codec[K], hash func(K) uint64) (
 	}
 	ops := newCodecKeys(kc)
 	if hash != nil {
-		ops.h = hash
+		ops.h, ops.given = hash, true
 	}
 	to, err := convert[K](from, ops)
 	if err != nil {
@@ -105,9 +107,9 @@ var _ store = (*core[int64])(nil)
 // a keyed operator with keys of type K encoded with kc: when b is a
 // *Backend and kc a codec whose encoding agrees with == (the built-in
 // integer codecs, codec.String), it switches b with UseKeys and returns
-// the Keys' Set; otherwise it returns nil, and the caller sets serialized
-// keys with SetCurrentKey.
-func KeySetter[K any](b state.KeyedBackend, kc codec.Codec[K]) (func(key K, keyGroup int, hash uint64), error) {
+// the Keys' SetKey; otherwise it returns nil, and the caller sets
+// serialized keys with SetCurrentKey.
+func KeySetter[K any](b state.KeyedBackend, kc codec.Codec[K]) (func(key K, keyGroup int), error) {
 	hb, ok := b.(*Backend)
 	if !ok {
 		return nil, nil
@@ -129,13 +131,13 @@ func KeySetter[K any](b state.KeyedBackend, kc codec.Codec[K]) (func(key K, keyG
 	return nil, nil
 }
 
-// setter returns UseKeys(b, c).Set as a func(K, int, uint64); KC is K.
-func setter[KC comparable, K any](b *Backend, c codec.Codec[KC]) (func(K, int, uint64), error) {
+// setter returns UseKeys(b, c).SetKey as a func(K, int); KC is K.
+func setter[KC comparable, K any](b *Backend, c codec.Codec[KC]) (func(K, int), error) {
 	keys, err := UseKeys(b, c)
 	if err != nil {
 		return nil, err
 	}
-	f, ok := any(keys.Set).(func(K, int, uint64))
+	f, ok := any(keys.SetKey).(func(K, int))
 	if !ok {
 		return nil, nil
 	}

@@ -83,7 +83,7 @@ func dump(t testing.TB, b *Backend) []string {
 // to the same entries. hashed places the keys with UseKeysHashed and a
 // hash of four values: long probe runs, and deletions that shift them.
 func TestTypedKeysAgainstBytes(t *testing.T) {
-	t.Run("routing", func(t *testing.T) { testTypedKeysAgainstBytes(t, nil) })
+	t.Run("own", func(t *testing.T) { testTypedKeysAgainstBytes(t, nil) })
 	t.Run("hashed", func(t *testing.T) {
 		testTypedKeysAgainstBytes(t, func(k int64) uint64 { return uint64(k&3) << 32 })
 	})

@@ -1,0 +1,110 @@
+package weir
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/eventtime"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/state/heap"
+	"github.com/weirstream/weir/task"
+)
+
+// groupProbe records what a keyed head hands on.
+type groupProbe struct {
+	v, ts int64
+	g     int
+}
+
+func (p *groupProbe) collect(v, ts int64) error { return errors.New("collect without the key group") }
+func (p *groupProbe) collectInGroup(v, ts int64, g int) error {
+	p.v, p.ts, p.g = v, ts, g
+	return nil
+}
+
+// A keyed head hands the key group and timestamp in front of a record to
+// the keyed operator, and rejects records too short for them or with a
+// key group the job cannot have.
+func TestKeyedHeadDecodesKeyGroup(t *testing.T) {
+	p := &groupProbe{}
+	stamped := &keyedHead[int64]{c: codec.Int64(), stamped: true, next: p, kn: p, maxPar: 300}
+	rec := []byte{0x01, 0x2b} // key group 299
+	rec = append(rec, 0, 0, 0, 0, 0, 0, 0x03, 0xe8)
+	rec = codec.Int64().Append(rec, -7)
+	require.NoError(t, stamped.ProcessRecord(rec))
+	require.Equal(t, groupProbe{v: -7, ts: 1000, g: 299}, *p)
+
+	plain := &keyedHead[int64]{c: codec.Int64(), next: p, kn: p, maxPar: 300}
+	require.NoError(t, plain.ProcessRecord(codec.Int64().Append([]byte{0, 5}, 42)))
+	require.Equal(t, groupProbe{v: 42, ts: eventtime.NoTimestamp, g: 5}, *p)
+
+	for name, c := range map[string]struct {
+		h   *keyedHead[int64]
+		rec []byte
+		err string
+	}{
+		"empty":            {plain, nil, "no key group"},
+		"one byte":         {plain, []byte{0}, "no key group"},
+		"group too large":  {plain, codec.Int64().Append([]byte{0x01, 0x2c}, 1), "no key group of the 300"},
+		"no timestamp":     {stamped, []byte{0, 1, 0, 0}, "too short for its timestamp"},
+		"value truncated":  {stamped, []byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1}, "decoding record"},
+		"value truncated2": {plain, []byte{0, 1, 9}, "decoding record"},
+	} {
+		require.ErrorContains(t, c.h.ProcessRecord(c.rec), c.err, name)
+	}
+}
+
+type benchKV struct{ K, V int64 }
+
+// BenchmarkKeyedTaskPath is the keyed sum's consumer task without its
+// goroutines: serialized timestamped records (1,024 keys) through the
+// chain head into a keyed reduce on the heap backend, one goroutine, no
+// exchange. grouped=true reads the records of a keyed edge to several
+// subtasks, whose key group the producer wrote before them; grouped=false
+// hashes each key here (one consumer). ns/op is the task's CPU per record,
+// free of the scheduling noise of the job benchmarks.
+func BenchmarkKeyedTaskPath(b *testing.B) {
+	c := codec.Struct2(codec.Int64(), func(x benchKV) int64 { return x.K },
+		codec.Int64(), func(x benchKV) int64 { return x.V },
+		func(k, v int64) benchKV { return benchKV{k, v} })
+	const keys, maxPar = 1024, 128
+	hash := codec.HashFunc(codec.Int64())
+	for _, grouped := range []bool{false, true} {
+		b.Run(fmt.Sprintf("grouped=%v", grouped), func(b *testing.B) {
+			be, err := heap.New(heap.Config{MaxParallelism: maxPar})
+			require.NoError(b, err)
+			defer be.Close()
+			kc := &keyContext[benchKV, int64]{fn: func(x benchKV) int64 { return x.K }, kc: codec.Int64(), hash: hash, maxPar: maxPar}
+			op := &reduceOp[benchKV, int64]{opBase: opBase{name: "reduce", keyed: true, run: &task.CurrentOperator{}},
+				kc: kc, fn: func(a, b benchKV) benchKV { return benchKV{a.K, a.V + b.V} }, next: discard[benchKV]{}, codec: c}
+			require.NoError(b, op.Open(&task.OperatorContext{Keyed: be}))
+			recs := make([][]byte, keys)
+			for k := range recs {
+				var rec []byte
+				if grouped {
+					g := keygroup.ForHash(hash(int64(k)), maxPar)
+					rec = append(rec, byte(g>>8), byte(g))
+				}
+				rec = binary.BigEndian.AppendUint64(rec, uint64(k))
+				recs[k] = c.Append(rec, benchKV{int64(k), 1})
+			}
+			var head task.RecordProcessor = &stampedHead[benchKV]{c: c, next: op}
+			if grouped {
+				head = &keyedHead[benchKV]{c: c, stamped: true, next: op, kn: op, maxPar: maxPar}
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := head.ProcessRecord(recs[i&(keys-1)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
