@@ -62,7 +62,7 @@ type ChannelStateHandle struct {
 	Subpartitions []int
 }
 
-// The channel state file format (version 1). Integers are uvarints.
+// The channel state file format (version 2). Integers are uvarints.
 //
 //	file    = "WEIRCHST" version:u16le nInputs channel* nOutputs output*
 //	output  = nSubs channel*
@@ -70,9 +70,13 @@ type ChannelStateHandle struct {
 //	item    = kind:u8 (0 data, 1 event) len bytes
 //
 // The file's CRC32C is in its StreamHandle, checked when it is opened.
+// The data items are buffers as they travel, so the file's version also
+// names the record format within them: since version 2, a keyed edge to
+// several subtasks puts each record's key group before it. A version 1
+// file is refused rather than misread.
 var chanMagic = []byte("WEIRCHST")
 
-const chanVersion = 1
+const chanVersion = 2
 
 // ErrCorruptChannelState is wrapped by the errors of ReadChannelState for
 // a file whose content does not parse.

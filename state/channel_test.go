@@ -38,6 +38,14 @@ func TestChannelStateRoundTrip(t *testing.T) {
 	}
 	_, err = state.DecodeChannelState(append(enc, 0))
 	require.ErrorIs(t, err, state.ErrCorruptChannelState)
+
+	// A file of version 1, whose keyed records carried no key group, is
+	// refused, not misread.
+	old := append([]byte(nil), enc...)
+	old[8], old[9] = 1, 0
+	_, err = state.DecodeChannelState(old)
+	require.ErrorIs(t, err, state.ErrCorruptChannelState)
+	require.ErrorContains(t, err, "unsupported channel state version 1")
 }
 
 // A checkpoint whose channel state file is damaged is skipped for the
