@@ -48,9 +48,9 @@ func TestKeyedHeadDecodesKeyGroup(t *testing.T) {
 		rec []byte
 		err string
 	}{
-		"empty":            {plain, nil, "no key group"},
-		"one byte":         {plain, []byte{0}, "no key group"},
-		"group too large":  {plain, codec.Int64().Append([]byte{0x01, 0x2c}, 1), "no key group of the 300"},
+		"empty":            {plain, nil, "no valid key group"},
+		"one byte":         {plain, []byte{0}, "no valid key group"},
+		"group too large":  {plain, codec.Int64().Append([]byte{0x01, 0x2c}, 1), "no valid key group before it (max parallelism 300)"},
 		"no timestamp":     {stamped, []byte{0, 1, 0, 0}, "too short for its timestamp"},
 		"value truncated":  {stamped, []byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1}, "decoding record"},
 		"value truncated2": {plain, []byte{0, 1, 9}, "decoding record"},

@@ -266,7 +266,7 @@ type keyedHead[T any] struct {
 func (d *keyedHead[T]) ProcessRecord(rec []byte) error {
 	g, rest, ok := network.KeyGroupOf(rec)
 	if !ok || g >= d.maxPar {
-		return fmt.Errorf("decoding record: no key group of the %d (max parallelism) before it", d.maxPar)
+		return fmt.Errorf("decoding record: no valid key group before it (max parallelism %d)", d.maxPar)
 	}
 	ts := eventtime.NoTimestamp
 	if d.stamped {
