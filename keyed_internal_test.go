@@ -62,6 +62,34 @@ func TestKeyedHeadDecodesKeyGroup(t *testing.T) {
 
 type benchKV struct{ K, V int64 }
 
+var benchKVCodec = codec.Struct2(codec.Int64(), func(x benchKV) int64 { return x.K },
+	codec.Int64(), func(x benchKV) int64 { return x.V },
+	func(k, v int64) benchKV { return benchKV{k, v} })
+
+// benchRecord returns the serialized record of (k, v) at timestamp ts,
+// preceded by k's key group if grouped.
+func benchRecord(k, v, ts int64, grouped bool, maxPar int) []byte {
+	var rec []byte
+	if grouped {
+		g := keygroup.ForHash(codec.Int64().Hash(k), maxPar)
+		rec = append(rec, byte(g>>8), byte(g))
+	}
+	rec = binary.BigEndian.AppendUint64(rec, uint64(ts))
+	return benchKVCodec.Append(rec, benchKV{k, v})
+}
+
+// benchHead returns the chain head of a keyed operator op: the keyed
+// head if grouped.
+func benchHead[O interface {
+	collector[benchKV]
+	groupCollector[benchKV]
+}](op O, grouped bool, maxPar int) task.RecordProcessor {
+	if grouped {
+		return &keyedHead[benchKV]{c: benchKVCodec, stamped: true, next: op, kn: op, maxPar: maxPar}
+	}
+	return &stampedHead[benchKV]{c: benchKVCodec, next: op}
+}
+
 // BenchmarkKeyedTaskPath is the keyed sum's consumer task without its
 // goroutines: serialized timestamped records (1,024 keys) through the
 // chain head into a keyed reduce on the heap backend, one goroutine, no
@@ -70,9 +98,6 @@ type benchKV struct{ K, V int64 }
 // hashes each key here (one consumer). ns/op is the task's CPU per record,
 // free of the scheduling noise of the job benchmarks.
 func BenchmarkKeyedTaskPath(b *testing.B) {
-	c := codec.Struct2(codec.Int64(), func(x benchKV) int64 { return x.K },
-		codec.Int64(), func(x benchKV) int64 { return x.V },
-		func(k, v int64) benchKV { return benchKV{k, v} })
 	const keys, maxPar = 1024, 128
 	hash := codec.HashFunc(codec.Int64())
 	for _, grouped := range []bool{false, true} {
@@ -82,22 +107,13 @@ func BenchmarkKeyedTaskPath(b *testing.B) {
 			defer be.Close()
 			kc := &keyContext[benchKV, int64]{fn: func(x benchKV) int64 { return x.K }, kc: codec.Int64(), hash: hash, maxPar: maxPar}
 			op := &reduceOp[benchKV, int64]{opBase: opBase{name: "reduce", keyed: true, run: &task.CurrentOperator{}},
-				kc: kc, fn: func(a, b benchKV) benchKV { return benchKV{a.K, a.V + b.V} }, next: discard[benchKV]{}, codec: c}
+				kc: kc, fn: func(a, b benchKV) benchKV { return benchKV{a.K, a.V + b.V} }, next: discard[benchKV]{}, codec: benchKVCodec}
 			require.NoError(b, op.Open(&task.OperatorContext{Keyed: be}))
 			recs := make([][]byte, keys)
 			for k := range recs {
-				var rec []byte
-				if grouped {
-					g := keygroup.ForHash(hash(int64(k)), maxPar)
-					rec = append(rec, byte(g>>8), byte(g))
-				}
-				rec = binary.BigEndian.AppendUint64(rec, uint64(k))
-				recs[k] = c.Append(rec, benchKV{int64(k), 1})
+				recs[k] = benchRecord(int64(k), 1, int64(k), grouped, maxPar)
 			}
-			var head task.RecordProcessor = &stampedHead[benchKV]{c: c, next: op}
-			if grouped {
-				head = &keyedHead[benchKV]{c: c, stamped: true, next: op, kn: op, maxPar: maxPar}
-			}
+			head := benchHead(op, grouped, maxPar)
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
@@ -116,9 +132,6 @@ func BenchmarkKeyedTaskPath(b *testing.B) {
 // a 1 s tumbling window sum on the heap backend, with a watermark every
 // 1,000 records firing what closed; grouped as in BenchmarkKeyedTaskPath.
 func BenchmarkWindowTaskPath(b *testing.B) {
-	c := codec.Struct2(codec.Int64(), func(x benchKV) int64 { return x.K },
-		codec.Int64(), func(x benchKV) int64 { return x.V },
-		func(k, v int64) benchKV { return benchKV{k, v} })
 	const keys, maxPar, batch = 1000, 128, 1 << 16
 	hash := codec.HashFunc(codec.Int64())
 	for _, grouped := range []bool{false, true} {
@@ -130,7 +143,7 @@ func BenchmarkWindowTaskPath(b *testing.B) {
 			op := &windowOperator[benchKV, int64, benchKV, benchKV]{
 				opBase: opBase{name: "window", keyed: true, run: &task.CurrentOperator{}},
 				cfg:    window.Config{Assigner: window.TumblingWindows(1000, 0), Name: "window"},
-				fn:     window.Reduce(c, func(a, x benchKV) benchKV { return benchKV{a.K, a.V + x.V} }),
+				fn:     window.Reduce(benchKVCodec, func(a, x benchKV) benchKV { return benchKV{a.K, a.V + x.V} }),
 				next:   collectorFunc[benchKV](func(benchKV, int64) error { fired++; return nil }),
 				result: func(_ []byte, _ window.Window, v benchKV) (benchKV, error) { return v, nil },
 				key:    func(x benchKV) int64 { return x.K }, kc: codec.Int64(), hash: hash, maxPar: maxPar,
@@ -140,23 +153,13 @@ func BenchmarkWindowTaskPath(b *testing.B) {
 			// batch is rewritten in place as time goes on.
 			recs := make([][]byte, batch)
 			for i := range recs {
-				k := int64(i % keys)
-				var rec []byte
-				if grouped {
-					g := keygroup.ForHash(hash(k), maxPar)
-					rec = append(rec, byte(g>>8), byte(g))
-				}
-				rec = binary.BigEndian.AppendUint64(rec, 0)
-				recs[i] = c.Append(rec, benchKV{k, 1})
+				recs[i] = benchRecord(int64(i%keys), 1, 0, grouped, maxPar)
 			}
 			tsAt := 0
 			if grouped {
 				tsAt = 2
 			}
-			var head task.RecordProcessor = &stampedHead[benchKV]{c: c, next: op}
-			if grouped {
-				head = &keyedHead[benchKV]{c: c, stamped: true, next: op, kn: op, maxPar: maxPar}
-			}
+			head := benchHead(op, grouped, maxPar)
 			b.ReportAllocs()
 			i := int64(0)
 			for b.Loop() {
