@@ -98,6 +98,7 @@ func (a harnessAdapter) Dial(ctx context.Context, addr string) (net.Conn, error)
 // only).
 type probed[T any] struct {
 	next  collector[T]
+	gnext groupCollector[T] // next, if it takes key groups
 	probe func() error
 }
 
@@ -112,8 +113,8 @@ func (p *probed[T]) collectInGroup(v T, ts int64, g int) error {
 	if err := p.probe(); err != nil {
 		return err
 	}
-	if n, ok := p.next.(groupCollector[T]); ok {
-		return n.collectInGroup(v, ts, g)
+	if p.gnext != nil {
+		return p.gnext.collectInGroup(v, ts, g)
 	}
 	return p.next.collect(v, ts)
 }
@@ -125,5 +126,6 @@ func probeCollector[T any](c any, probe func() error) any {
 	if next == nil {
 		next = discard[T]{}
 	}
-	return &probed[T]{next: next, probe: probe}
+	gnext, _ := next.(groupCollector[T])
+	return &probed[T]{next: next, gnext: gnext, probe: probe}
 }

@@ -75,14 +75,6 @@ func placeHash[K comparable](c codec.Codec[K]) func(K) uint64 {
 	return codec.HashFunc(c)
 }
 
-// givenHash reports whether ops places keys by a hash the caller gives.
-func givenHash(ops any) bool {
-	o, ok := ops.(interface{ givenHash() bool })
-	return ok && o.givenHash()
-}
-
-func (o codecKeys[K]) givenHash() bool { return o.given }
-
 func (o codecKeys[K]) appendKey(dst []byte, k K) []byte { return o.c.Append(dst, k) }
 func (o codecKeys[K]) view(b []byte) (K, bool, error) {
 	k, err := o.c.Decode(b)

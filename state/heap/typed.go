@@ -40,7 +40,8 @@ func (k *Keys[K]) Set(key K, keyGroup int, hash uint64) {
 func (k *Keys[K]) SetKey(key K, keyGroup int) { k.Set(key, keyGroup, 0) }
 
 func newKeys[K comparable](b *Backend, c *core[K]) *Keys[K] {
-	return &Keys[K]{b: b, c: c, start: b.rng.Start, n: uint(b.rng.Len()), hashed: givenHash(c.ops)}
+	o, ok := c.ops.(codecKeys[K])
+	return &Keys[K]{b: b, c: c, start: b.rng.Start, n: uint(b.rng.Len()), hashed: ok && o.given}
 }
 
 // UseKeys switches b to holding its keys as values of type K and returns
