@@ -7,6 +7,7 @@ import (
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/state"
 )
 
@@ -92,14 +93,29 @@ func WithCheckpointing(c CheckpointConfig) Option {
 
 // WithRestoreFrom starts the job from a savepoint (the path
 // Job.TriggerSavepoint returned), a retained checkpoint (a chk-N directory)
-// or the newest valid checkpoint of a checkpoint directory. Operators are
-// matched by their UIDs (see Stream.UID); sources resume from their saved
-// positions. It needs WithCheckpointing. The restore point is only read:
-// retention never deletes it unless it lies in the job's own checkpoint
-// directory.
+// or the newest valid checkpoint of a checkpoint directory. Each
+// operator's state goes to the operator with the same ID (its UID, see
+// Stream.UID), wherever it now runs; sources resume from their saved
+// positions. State of an operator the job does not have fails the start
+// with ErrNonRestoredState (see WithAllowNonRestoredState). It needs
+// WithCheckpointing. The restore point is only read: retention never
+// deletes it unless it lies in the job's own checkpoint directory.
 func WithRestoreFrom(path string) Option {
 	return optionFunc(func(cfg *config) { cfg.restoreFrom = path })
 }
+
+// WithAllowNonRestoredState(true) lets a job start from a restore point
+// (WithRestoreFrom) that holds state of operators the job does not have
+// (an operator removed, or one whose ID changed): that state is dropped,
+// and each operator whose state is dropped is logged. Without it such a
+// start fails with ErrNonRestoredState (Flink's --allowNonRestoredState).
+func WithAllowNonRestoredState(allow bool) Option {
+	return optionFunc(func(cfg *config) { cfg.allowNonRestored = allow })
+}
+
+// ErrNonRestoredState is wrapped by the error of a job whose restore
+// point holds state of operators it does not have; the error names them.
+var ErrNonRestoredState = deploy.ErrNonRestoredState
 
 // WithRestartStrategy sets how a failed job restarts (default with
 // checkpointing: fixed delay, unlimited attempts, no delay would spin, so

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/coordinator"
@@ -75,6 +77,9 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 	if err != nil {
 		return jobmaster.Spec{}, err
 	}
+	if c.ckpt != nil {
+		warnGeneratedIDs(e.nodes, c.logger)
+	}
 	spec := jobmaster.Spec{
 		Graph: g,
 		Deploy: deploy.Config{
@@ -100,12 +105,30 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 		spec.Deploy.NewKeyedBackend = c.stateBackend.factory(c.logger)
 	}
 	if ck := c.ckpt; ck != nil {
-		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir, RestoreFrom: c.restoreFrom}
+		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir,
+			RestoreFrom: c.restoreFrom, AllowNonRestoredState: c.allowNonRestored}
 	}
 	if cl := c.cluster; cl != nil {
 		spec.Cluster = cl.spec()
 	}
 	return spec, nil
+}
+
+// warnGeneratedIDs warns, once, of the stateful operators without a UID of
+// a job that checkpoints: their state is stored under IDs generated from
+// the job's topology, which a changed job may not find again.
+func warnGeneratedIDs(nodes []*graph.Node, log *zap.Logger) {
+	var ops []string
+	for _, n := range nodes {
+		if n.Stateful && n.GeneratedUID {
+			ops = append(ops, fmt.Sprintf("%s (generated ID %s)", n.Name, n.UID))
+		}
+	}
+	if len(ops) > 0 && log != nil {
+		log.Warn("stateful operators without a UID: their state is stored under IDs generated from the job's topology, "+
+			"which change when operators are added or removed on their paths; set a UID on each (Stream.UID, Sink.UID) "+
+			"so that savepoints restore into a changed job", zap.Strings("operators", ops))
+	}
 }
 
 // Job is a running job.

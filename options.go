@@ -30,6 +30,7 @@ type config struct {
 	ckpt             *CheckpointConfig
 	restart          RestartStrategy
 	restoreFrom      string
+	allowNonRestored bool
 	cluster          *ClusterConfig
 	debloat          *DebloatConfig
 	stateBackend     StateBackend // nil: heap

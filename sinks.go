@@ -141,6 +141,7 @@ func Collect[T any](s *Stream[T]) (*Collected[T], *Sink) {
 		o := &collectSink[T]{opBase: base(rc), c: c, subtask: rc.Index, codec: vc}
 		return o, o, nil
 	})
+	sink.n.Stateful = true
 	return c, sink
 }
 

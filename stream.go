@@ -34,11 +34,16 @@ func NewEnvironment(opts ...Option) *Environment {
 // fail records an error that Execute reports.
 func (e *Environment) fail(err error) { e.cfg.errs = append(e.cfg.errs, err) }
 
+// addNode adds n to the job. Its kind is the name it has now (the API's
+// default); keyed operators and sources keep state. Its operator ID is its
+// UID, or generated from its place in the topology when the graph is
+// built.
 func (e *Environment) addNode(n *graph.Node) *graph.Node {
 	n.ID = len(e.nodes)
-	if n.UID == "" {
-		n.UID = fmt.Sprintf("%d-%s", n.ID, n.Name)
+	if n.Kind == "" {
+		n.Kind = n.Name
 	}
+	n.Stateful = n.Stateful || n.Keyed || n.Source
 	e.nodes = append(e.nodes, n)
 	return n
 }
@@ -132,8 +137,11 @@ func (s *Stream[T]) Name(name string) *Stream[T] {
 }
 
 // UID sets the stable ID under which the producing operator's state is
-// stored in checkpoints. Set it on stateful operators of long-lived jobs so
-// that state survives changes to the graph.
+// stored in checkpoints and savepoints. Without one, the ID is generated
+// from the operator's place in the job's topology, which changes when
+// operators are added or removed on its paths: set a UID on every stateful
+// operator of a job that is to be upgraded through savepoints (see the
+// README's savepoint section).
 func (s *Stream[T]) UID(id string) *Stream[T] {
 	s.n.UID = id
 	return s

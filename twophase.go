@@ -44,7 +44,7 @@ type TwoPhaseCommitter[T, Txn any] interface {
 // serializes transaction handles into the sink's checkpointed state.
 func TwoPhaseCommitSink[T, Txn any](s *Stream[T], txnCodec codec.Codec[Txn], newCommitter func(subtask, parallelism int) (TwoPhaseCommitter[T, Txn], error)) *Sink {
 	final := s.env.finalCommits()
-	return addSink(s, "two-phase-commit sink", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
+	sink := addSink(s, "two-phase-commit sink", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
 		c, err := newCommitter(rc.Index, rc.Parallelism)
 		if err != nil {
 			return nil, nil, err
@@ -52,6 +52,8 @@ func TwoPhaseCommitSink[T, Txn any](s *Stream[T], txnCodec codec.Codec[Txn], new
 		o := &twoPhaseOp[T, Txn]{opBase: base(rc), c: c, tc: txnCodec, final: final}
 		return o, o, nil
 	})
+	sink.n.Stateful = true
+	return sink
 }
 
 // pendingTxn is a pre-committed transaction waiting for its checkpoint.

@@ -194,7 +194,7 @@ func (w *WindowedStream[T, K]) LateData() *Stream[T] {
 		return w.late
 	}
 	in := w.ks.s
-	n := env.addNode(&graph.Node{Name: w.node.Name + " late data"})
+	n := env.addNode(&graph.Node{Name: w.node.Name + " late data", Kind: "late data"})
 	e := &graph.Edge{From: w.node, To: n, Partitioning: network.Forward, Side: 1}
 	n.Input = e
 	w.node.Outputs = append(w.node.Outputs, e)

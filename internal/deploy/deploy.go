@@ -300,7 +300,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 	if b.ck != nil {
 		cfg.Checkpoint = b.ck
 		if b.restore != nil {
-			cfg.Restore = b.restore.ForVertex(v.ID)
+			cfg.Restore = b.restore.ForVertex(v)
 		}
 	}
 	return task.New(cfg)

@@ -78,7 +78,7 @@ func (b *builder) probeFor(v *graph.Vertex, n *graph.Node, i int) Probe {
 	}
 	if b.restore != nil {
 		info.Restored = b.restore.Meta.ID
-		info.Finished = b.restore.ForVertex(v.ID).Finished[i]
+		info.Finished = b.restore.ForVertex(v).Finished[i]
 	}
 	return h.Probe(info)
 }

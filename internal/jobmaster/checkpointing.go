@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
@@ -71,7 +72,7 @@ func checkpointMetrics(m task.CheckpointMetrics) coordinator.TaskCheckpointMetri
 // newCheckpointing sets up the job's checkpoint storage and coordinator and
 // opens the restore point, if the job starts from one. cleanup removes
 // what only this run needed (a private checkpoint directory).
-func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ func(), err error) {
+func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger) (_ *checkpointing, _ func(), err error) {
 	cleanup := func() {}
 	storage := cc.Storage
 	if storage == nil {
@@ -112,6 +113,11 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 		ck.from, claim = rp, c
 		log.Info("restoring", zap.String("from", cc.RestoreFrom),
 			zap.Uint64("checkpoint", uint64(rp.Meta.ID)), zap.Stringer("kind", rp.Meta.Kind))
+		if g != nil {
+			if err := checkNonRestored(rp, g, cc.AllowNonRestoredState, log); err != nil {
+				return nil, nil, fmt.Errorf("weir: restore from %s: %w", cc.RestoreFrom, err)
+			}
+		}
 	}
 	opts := []coordinator.Option{
 		coordinator.WithLogger(log),
@@ -212,6 +218,24 @@ func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *depl
 		return fail(err)
 	}
 	return &deploy.RestorePoint{Meta: m, Reader: fs}, false, nil
+}
+
+// checkNonRestored fails a restore whose restore point holds state of
+// operators that g lacks, unless allow: that state is then dropped, and
+// logged.
+func checkNonRestored(rp *deploy.RestorePoint, g *graph.JobGraph, allow bool, log *zap.Logger) error {
+	ops := rp.NonRestored(g)
+	if len(ops) == 0 {
+		return nil
+	}
+	if !allow {
+		return &deploy.NonRestoredError{Checkpoint: rp.Meta.ID, Operators: ops}
+	}
+	for _, op := range ops {
+		log.Warn("dropping the state of an operator the job does not have (allowed by WithAllowNonRestoredState)",
+			zap.Uint64("checkpoint", uint64(rp.Meta.ID)), zap.String("operator", op.Name), zap.String("id", op.ID))
+	}
+	return nil
 }
 
 // failAttempt fails the running attempt (too many failed checkpoints).

@@ -43,7 +43,7 @@ func Start(ctx context.Context, spec Spec) (*Job, error) {
 	cleanup := func() {}
 	if spec.Checkpoint != nil {
 		var err error
-		if j.ck, cleanup, err = newCheckpointing(spec.Checkpoint, spec.Logger); err != nil {
+		if j.ck, cleanup, err = newCheckpointing(spec.Checkpoint, spec.Graph, spec.Logger); err != nil {
 			return nil, err
 		}
 	}

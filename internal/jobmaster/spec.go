@@ -51,6 +51,10 @@ type CheckpointSpec struct {
 	// RestoreFrom is a savepoint, a chk-N directory or a checkpoint
 	// directory to start from ("": a fresh start).
 	RestoreFrom string
+	// AllowNonRestoredState drops (and logs) the state of RestoreFrom's
+	// operators that the job does not have, instead of failing the
+	// start.
+	AllowNonRestoredState bool
 }
 
 // ClusterSpec configures the coordinator side of a job across processes.
