@@ -132,8 +132,12 @@ func (f *keyedSum) add(v int64) error {
 	return f.rc.Timers().RegisterEventTimeTimer(1 << 40)
 }
 
-func (f *keyedSum) ProcessElement1(_ int64, v int64, _ *weir.Collector[string]) error { return f.add(v) }
-func (f *keyedSum) ProcessElement2(_ int64, v int64, _ *weir.Collector[string]) error { return f.add(v) }
+func (f *keyedSum) ProcessElement1(_ int64, v int64, _ *weir.Collector[string]) error {
+	return f.add(v)
+}
+func (f *keyedSum) ProcessElement2(_ int64, v int64, _ *weir.Collector[string]) error {
+	return f.add(v)
+}
 
 func (f *keyedSum) OnTimer(key int64, _ int64, _ weir.TimeDomain, out *weir.Collector[string]) error {
 	s, err := f.sum.Value()
@@ -179,7 +183,9 @@ func (f *evenOdd) process(v int64, out *weir.Collector[string]) error {
 	return nil
 }
 
-func (f *evenOdd) ProcessElement1(v int64, out *weir.Collector[string]) error { return f.process(v, out) }
+func (f *evenOdd) ProcessElement1(v int64, out *weir.Collector[string]) error {
+	return f.process(v, out)
+}
 func (f *evenOdd) ProcessElement2(v string, out *weir.Collector[string]) error {
 	var n int64
 	fmt.Sscan(v, &n)
