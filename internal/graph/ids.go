@@ -17,12 +17,12 @@ import (
 //     the name the user set: renaming keeps the ID), whether it is a
 //     source and whether it is keyed, and for a source its position among
 //     the sources;
-//   - upstream, for each of its input edges in input order: the edge's
-//     position among its producer's outputs, the producer's output it
-//     reads (main or side) and the producer's upstream hash;
+//   - upstream, for each of its input edges in order: the input it feeds,
+//     the edge's position among its producer's outputs, the producer's
+//     output it reads (main or side) and the producer's upstream hash;
 //   - downstream, for each of its output edges in order: the edge's
-//     position among the consumer's inputs, the output it carries and the
-//     consumer's downstream hash.
+//     position among the consumer's input edges, the input it feeds, the
+//     output it carries and the consumer's downstream hash.
 //
 // Flink hashes a node's traversal position and, of its downstream, its
 // chainable outputs; the chaining term makes its IDs change with
@@ -62,7 +62,8 @@ func assignIDs(nodes []*Node) {
 		if n.Source {
 			writeInt(h, source)
 		}
-		for _, e := range n.inputs() {
+		for _, e := range n.Inputs {
+			writeInt(h, e.Input)
 			writeInt(h, outputIndex(e))
 			writeInt(h, e.Side)
 			h.Write(up[e.From])
@@ -80,6 +81,7 @@ func assignIDs(nodes []*Node) {
 		n.writeOwn(h)
 		for _, e := range n.Outputs {
 			writeInt(h, inputIndex(e))
+			writeInt(h, e.Input)
 			writeInt(h, e.Side)
 			h.Write(down[e.To])
 		}
@@ -116,14 +118,7 @@ func (n *Node) writeOwn(h hash.Hash) {
 		flags |= 2
 	}
 	h.Write([]byte{flags})
-}
-
-// inputs lists n's input edges in input order.
-func (n *Node) inputs() []*Edge {
-	if n.Input == nil {
-		return nil
-	}
-	return []*Edge{n.Input}
+	writeInt(h, n.NumInputs)
 }
 
 // outputIndex is e's position among its producer's outputs.
@@ -136,9 +131,9 @@ func outputIndex(e *Edge) int {
 	return -1
 }
 
-// inputIndex is e's position among its consumer's inputs.
+// inputIndex is e's position among its consumer's input edges.
 func inputIndex(e *Edge) int {
-	for i, in := range e.To.inputs() {
+	for i, in := range e.To.Inputs {
 		if in == e {
 			return i
 		}

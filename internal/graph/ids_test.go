@@ -9,7 +9,8 @@ import (
 	"github.com/weirstream/weir/network"
 )
 
-// ids builds a job without UIDs from specs "label=kind[:par] [<-label[/part]]"
+// ids builds a job without UIDs from specs "label=kind[:par] [<-label[/part],…]"
+// (one input per label after the arrow)
 // (label= optional: the kind; "#uid" after the kind sets a UID) and returns
 // each label's generated operator ID.
 func ids(t *testing.T, cfg Config, specs ...string) map[string]string {
@@ -30,15 +31,20 @@ func ids(t *testing.T, cfg Config, specs ...string) map[string]string {
 			n.Parallelism = int(par[0] - '0')
 		}
 		if hasIn {
-			from, part, _ := strings.Cut(strings.TrimSpace(in), "/")
-			src := byLabel[from]
-			require.NotNil(t, src, "unknown input %q", from)
-			e := &Edge{From: src, To: n}
-			if part == "h" {
-				e.Partitioning, n.Keyed = network.Hash, true
+			ins := strings.Split(strings.TrimSpace(in), ",")
+			if len(ins) > 1 {
+				n.NumInputs = len(ins)
 			}
-			n.Input = e
-			src.Outputs = append(src.Outputs, e)
+			for k, in := range ins {
+				from, part, _ := strings.Cut(in, "/")
+				src := byLabel[from]
+				require.NotNil(t, src, "unknown input %q", from)
+				e := &Edge{From: src, To: n, Input: k}
+				if part == "h" {
+					e.Partitioning, n.Keyed = network.Hash, true
+				}
+				Connect(e)
+			}
 		}
 		byLabel[label] = n
 		nodes = append(nodes, n)
@@ -150,4 +156,15 @@ func TestUIDsAnchorGeneratedIDs(t *testing.T) {
 	v3 := ids(t, cfg, "src=source", "sum=reduce#sum<-src/h", "m=map<-sum", "m2=map<-m", "sink=sink<-m2")
 	require.Equal(t, v1["src"], v3["src"], "downstream of the UID changed")
 	require.NotEqual(t, v1["m"], v3["m"])
+}
+
+// The inputs of a node with several are hashed in input order: swapping
+// them changes the IDs.
+func TestGeneratedIDsFollowInputOrder(t *testing.T) {
+	cfg := Config{Chaining: true}
+	v1 := ids(t, cfg, "a=source", "b=source", "ma=map<-a", "mb=map<-b", "co=co-process<-ma,mb", "sink=sink<-co")
+	v2 := ids(t, cfg, "a=source", "b=source", "ma=map<-a", "mb=map<-b", "co=co-process<-mb,ma", "sink=sink<-co")
+	require.NotEqual(t, v1["co"], v2["co"])
+	require.NotEqual(t, v1["sink"], v2["sink"])
+	require.Equal(t, ids(t, cfg, "a=source", "b=source", "ma=map<-a", "mb=map<-b", "co=co-process<-ma,mb", "sink=sink<-co"), v1)
 }
