@@ -9,8 +9,8 @@ import (
 
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/internal/keygroup"
-	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/network/debloat"
+	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
 

@@ -81,7 +81,9 @@ func (r *gatedReader) Seek(pos []byte) error {
 }
 
 var pairCodec = codec.Func(
-	func(dst []byte, v [2]int64) []byte { return codec.Int64().Append(codec.Int64().Append(dst, v[0]), v[1]) },
+	func(dst []byte, v [2]int64) []byte {
+		return codec.Int64().Append(codec.Int64().Append(dst, v[0]), v[1])
+	},
 	func(src []byte) ([2]int64, error) {
 		if len(src) != 16 {
 			return [2]int64{}, errors.New("pair: need 16 bytes")
