@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,6 +271,16 @@ func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *depl
 	places, err := state.FindPlaces(state.OSFS{}, abs)
 	if err != nil {
 		return fail(err)
+	}
+	if ownDir != "" && abs == filepath.Dir(ownDir) && slices.ContainsFunc(places, func(p state.Place) bool {
+		return p.JobID == filepath.Base(ownDir)
+	}) {
+		// The job's own checkpoint root: its own place's newest.
+		m, err := own.Latest()
+		if err != nil {
+			return fail(err)
+		}
+		return &deploy.RestorePoint{Meta: m, Reader: own}, true, nil
 	}
 	cfg := state.FileStorageConfig{Dir: abs, Logger: log}
 	switch {
