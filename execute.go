@@ -111,7 +111,7 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 	}
 	if ck := c.ckpt; ck != nil {
 		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir,
-			RestoreFrom: c.restoreFrom, AllowNonRestoredState: c.allowNonRestored}
+			RestoreFrom: c.restoreFrom, AllowNonRestoredState: c.allowNonRestored, JobID: c.jobID}
 	}
 	if cl := c.cluster; cl != nil {
 		spec.Cluster = cl.spec()

@@ -55,6 +55,10 @@ type CheckpointSpec struct {
 	// operators that the job does not have, instead of failing the
 	// start.
 	AllowNonRestoredState bool
+	// JobID names the job's place in Dir (Dir/JobID/chk-N). Empty: the
+	// job ID of the checkpoint RestoreFrom names if it lies in Dir (the
+	// job continues there), else a new random one.
+	JobID string
 }
 
 // ClusterSpec configures the coordinator side of a job across processes.
