@@ -72,6 +72,9 @@ type keyContext[T, K any] struct {
 // open binds c to the operator's keyed backend.
 func (c *keyContext[T, K]) open(b state.KeyedBackend) error {
 	c.backend = b
+	if err := state.RegisterKeyCodec(b, c.kc); err != nil {
+		return err
+	}
 	set, err := heap.KeySetter(b, c.kc)
 	c.set = set
 	return err

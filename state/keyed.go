@@ -38,7 +38,7 @@ type ValueState[T any] struct {
 // first use. Getting the same name again returns a state over the same data;
 // an existing state of another kind is an error.
 func GetValueState[T any](b KeyedBackend, d ValueDescriptor[T]) (*ValueState[T], error) {
-	id, err := register(b, d.Name, KindValue, d.Codec != nil)
+	id, err := registerKeyed(b, d.Name, KindValue, d.Codec, nil, d.TTL)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ type ListState[T any] struct {
 // GetListState returns the keyed list state described by d (see
 // GetValueState for registration rules).
 func GetListState[T any](b KeyedBackend, d ListDescriptor[T]) (*ListState[T], error) {
-	id, err := register(b, d.Name, KindList, d.Codec != nil)
+	id, err := registerKeyed(b, d.Name, KindList, d.Codec, nil, d.TTL)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ type MapState[K, V any] struct {
 // GetMapState returns the keyed map state described by d (see GetValueState
 // for registration rules).
 func GetMapState[K, V any](b KeyedBackend, d MapDescriptor[K, V]) (*MapState[K, V], error) {
-	id, err := register(b, d.Name, KindMap, d.KeyCodec != nil && d.ValueCodec != nil)
+	id, err := registerKeyed(b, d.Name, KindMap, d.ValueCodec, d.KeyCodec, d.TTL)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +269,7 @@ func GetReducingState[T any](b KeyedBackend, d ReducingDescriptor[T]) (*Reducing
 	if d.Reduce == nil {
 		return nil, fmt.Errorf("state: reducing state %q without a reduce function", d.Name)
 	}
-	id, err := register(b, d.Name, KindReducing, d.Codec != nil)
+	id, err := registerKeyed(b, d.Name, KindReducing, d.Codec, nil, d.TTL)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +373,7 @@ func GetAggregatingState[IN, ACC, OUT any](b KeyedBackend, d AggregatingDescript
 	if d.NewAcc == nil || d.Add == nil || d.Result == nil {
 		return nil, fmt.Errorf("state: aggregating state %q needs NewAcc, Add and Result", d.Name)
 	}
-	id, err := register(b, d.Name, KindAggregating, d.AccCodec != nil)
+	id, err := registerKeyed(b, d.Name, KindAggregating, d.AccCodec, nil, d.TTL)
 	if err != nil {
 		return nil, err
 	}

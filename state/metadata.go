@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/keygroup"
 )
 
@@ -21,14 +22,21 @@ import (
 //	task      = vertex:string subtask snapshot
 //	snapshot  = tflags:u8 [channels] nOps op*    (tflags bit0 finished, bit1 channels)
 //	channels  = stream nInputs nOutputs nSubs*
-//	op        = operatorID:string flags:u8 [keyed] [operator] [incr] (flags bit0 keyed, bit1 operator, bit2 incremental keyed)
+//	op        = operatorID:string flags:u8 [keyed] [operator] [incr] [info]
+//	            (flags bit0 keyed, bit1 operator, bit2 incremental keyed, bit3 info)
 //	keyed     = stream start end nOffsets offset*
 //	operator  = stream nStates (name:string distribution:u8 nOffsets offset*)*
 //	incr      = backend:string nShared file* nPrivate file*
 //	file      = name:string stream
 //	stream    = path:string size sflags:u8 checksum:u64le   (sflags bit0: StreamHandle.Legacy)
+//	info      = name:string nSchemas schema*                 (the operator's name and its states' schemas)
+//	schema    = name:string kind:string ttl:u8 codec:identity userKey:identity
+//	identity  = name:string version:string
 //
-// Version 4 records the job ID and 64-bit content checksums (XXH64 of the
+// Version 5 adds the operator info (flags bit3): the name of the operator,
+// for the errors of a restore that lacks it, and the schema (kind and
+// codec identities, see StateSchema) of each of its states, checked when a
+// restored operator registers them. Version 4 records the job ID and 64-bit content checksums (XXH64 of the
 // whole state file, its binding header included: see FileOwner), and the
 // id must equal the N of the chk-N directory the file lies in.
 //
@@ -38,7 +46,9 @@ import (
 // Legacy handles); version 2 is version 3 without incremental state;
 // version 1 (weir before unaligned checkpoints and finished tasks) is
 // version 2 without tflags and channels. A checkpoint of an earlier
-// version restores as it did; a job restored from it writes version 4.
+// version restores as it did (version 4 and older: without schema checks,
+// and errors name operators by ID only); a job restored from it writes
+// version 5.
 //
 // The task snapshot format (EncodeTaskSnapshot; same versions) frames one
 // snapshot of the same grammar the same way:
@@ -51,8 +61,8 @@ var (
 )
 
 const (
-	metaVersion = 4
-	snapVersion = 4
+	metaVersion = 5
+	snapVersion = 5
 	// oldestVersion is the oldest metadata and snapshot version read.
 	oldestVersion = 1
 )
@@ -159,6 +169,9 @@ func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
 		if st.Keyed != nil && st.Keyed.Incremental != nil {
 			flags |= 4
 		}
+		if st.Name != "" || len(st.Schemas) > 0 {
+			flags |= 8
+		}
 		b = append(b, flags)
 		if k := st.Keyed; k != nil {
 			b = appendStream(b, k.StreamHandle)
@@ -184,6 +197,23 @@ func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
 				for _, f := range fs {
 					b = appendString(b, f.Name)
 					b = appendStream(b, f.StreamHandle)
+				}
+			}
+		}
+		if flags&8 != 0 {
+			b = appendString(b, st.Name)
+			b = binary.AppendUvarint(b, uint64(len(st.Schemas)))
+			for _, sc := range st.Schemas {
+				b = appendString(b, sc.Name)
+				b = appendString(b, sc.Kind)
+				var ttl byte
+				if sc.TTL {
+					ttl = 1
+				}
+				b = append(b, ttl)
+				for _, id := range []codec.Identity{sc.Codec, sc.UserKey} {
+					b = appendString(b, id.Name)
+					b = appendString(b, id.Version)
 				}
 			}
 		}
@@ -309,7 +339,10 @@ func (d *decoder) snapshot() TaskSnapshot {
 		op := d.string()
 		flags := d.byte()
 		known := byte(3)
-		if d.version >= 3 {
+		switch {
+		case d.version >= 5:
+			known = 15
+		case d.version >= 3:
 			known = 7
 		}
 		if (flags&^known != 0 || flags&5 == 4) && d.err == nil {
@@ -337,6 +370,19 @@ func (d *decoder) snapshot() TaskSnapshot {
 			inc.Shared = d.files()
 			inc.Private = d.files()
 			st.Keyed.Incremental = inc
+		}
+		if flags&8 != 0 {
+			st.Name = d.string()
+			if n := d.count(); n > 0 {
+				st.Schemas = make([]StateSchema, n)
+				for i := range st.Schemas {
+					sc := &st.Schemas[i]
+					sc.Name, sc.Kind = d.string(), d.string()
+					sc.TTL = d.byte() != 0
+					sc.Codec = codec.Identity{Name: d.string(), Version: d.string()}
+					sc.UserKey = codec.Identity{Name: d.string(), Version: d.string()}
+				}
+			}
 		}
 		if d.err != nil {
 			break
@@ -477,7 +523,7 @@ func (m Metadata) Clone() Metadata {
 			nts.Channels = &c
 		}
 		for op, st := range ts.Operators {
-			var n OperatorSubtaskState
+			n := OperatorSubtaskState{Name: st.Name, Schemas: slices.Clone(st.Schemas)}
 			if st.Keyed != nil {
 				kh := *st.Keyed
 				kh.Offsets = slices.Clone(kh.Offsets)

@@ -19,8 +19,12 @@ import (
 // (Flink's OperatorStateBackend). It is used by the task goroutine only;
 // the asynchronous part of a snapshot reads a frozen copy.
 type OperatorBackend struct {
-	states map[string]*opState
+	states  map[string]*opState
+	schemas Schemas
 }
+
+// StateSchemas returns the schemas of the backend's states (SchemaHolder).
+func (b *OperatorBackend) StateSchemas() *Schemas { return &b.schemas }
 
 type opState struct {
 	dist  Distribution
@@ -51,12 +55,38 @@ func GetOperatorListState[T any](b *OperatorBackend, d ListDescriptor[T], dist D
 	if d.TTL.enabled() {
 		return nil, fmt.Errorf("state: operator list state %q: a TTL is for keyed state only", d.Name)
 	}
+	kind := "operator list (split)"
+	if dist == UnionDistribute {
+		kind = "operator list (union)"
+	}
+	m, _ := d.Codec.(codec.Migrating[T])
+	var reads func(codec.Identity) bool
+	if m != nil {
+		reads = m.Reads
+	}
+	from, err := b.schemas.register(StateSchema{Name: d.Name, Kind: kind, Codec: codec.IdentityOf(d.Codec)}, reads)
+	if err != nil {
+		return nil, err
+	}
 	s, ok := b.states[d.Name]
 	if !ok {
 		s = &opState{dist: dist}
 		b.states[d.Name] = s
 	} else if s.dist != dist {
 		return nil, fmt.Errorf("state: operator list state %q exists with distribution %d, requested %d", d.Name, s.dist, dist)
+	}
+	if from != nil && ok {
+		// Migrate the restored elements (into a new slice: a snapshot in
+		// flight may hold the old one).
+		elems := make([][]byte, len(s.elems))
+		for i, e := range s.elems {
+			v, err := m.DecodeFrom(from.Codec, e)
+			if err != nil {
+				return nil, fmt.Errorf("state: operator %s: migrating operator list state %q from %s: %w", b.schemas.operator, d.Name, from, err)
+			}
+			elems[i] = m.Append(nil, v)
+		}
+		s.elems = elems
 	}
 	return &OperatorListState[T]{s: s, c: d.Codec}, nil
 }

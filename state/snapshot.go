@@ -93,6 +93,12 @@ type OperatorStateMeta struct {
 type OperatorSubtaskState struct {
 	Keyed    *KeyedStateHandle
 	Operator *OperatorStateHandle
+	// Name is the operator's name (for errors that name an operator the
+	// restored job lacks); Schemas are its states' schemas (keyed and
+	// operator states, sorted by name), checked when a restored operator
+	// registers its states.
+	Name    string
+	Schemas []StateSchema
 }
 
 // Size is the total bytes of the state files.

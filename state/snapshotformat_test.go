@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/state"
 )
@@ -27,7 +28,7 @@ func TestMetadataEncodingPinned(t *testing.T) {
 		}},
 		{Vertex: "b", Subtask: 0}: {Operators: map[string]state.OperatorSubtaskState{}},
 	}}
-	require.Equal(t, pinnedMetadataV4, hex.EncodeToString(state.EncodeMetadata(m)))
+	require.Equal(t, pinnedMetadataV5, hex.EncodeToString(state.EncodeMetadata(m)))
 	m.JobID = "job-1"
 	got, err := state.DecodeMetadata(state.EncodeMetadata(m))
 	require.NoError(t, err)
@@ -82,6 +83,9 @@ func asLegacy(m state.Metadata) state.Metadata {
 	return out
 }
 
+// pinnedMetadataV5 is the same, version 5 (without operator info).
+const pinnedMetadataV5 = "574549524d45544105002a090100020161010003046e6f6e6500026f70010863686b2d34322f786300efbeadde000000000305030a141e036f7032020863686b2d34322f7907000000000000000000020165000001730101040162000000a214c32a"
+
 const pinnedMetadataV4 = "574549524d45544104002a090100020161010003046e6f6e6500026f70010863686b2d34322f786300efbeadde000000000305030a141e036f7032020863686b2d34322f7907000000000000000000020165000001730101040162000000eeaf0259"
 
 const pinnedMetadataV2 = "574549524d45544102002a0901020161010003046e6f6e6500026f70010863686b2d34322f7863efbeadde0305030a141e036f7032020863686b2d34322f790700000000020165000001730101040162000000cf3bd6c7"
@@ -96,7 +100,7 @@ func TestMetadataV2FinishedAndChannels(t *testing.T) {
 				InputChannels: 2, Subpartitions: []int{3, 1}}},
 	}}
 	enc := state.EncodeMetadata(m)
-	require.Equal(t, pinnedMetadataV4Channels, hex.EncodeToString(enc))
+	require.Equal(t, pinnedMetadataV5Channels, hex.EncodeToString(enc))
 	v2, err := hex.DecodeString(pinnedMetadataV2Channels)
 	require.NoError(t, err)
 	gotV2, err := state.DecodeMetadata(v2)
@@ -112,6 +116,9 @@ func TestMetadataV2FinishedAndChannels(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, m.Tasks[state.TaskKey{Vertex: "sum", Subtask: 1}], ts)
 }
+
+// pinnedMetadataV5Channels is the same, version 5 (without operator info).
+const pinnedMetadataV5Channels = "574549524d45544105000702000002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c000300000000000000020203010031a4c3a3"
 
 const pinnedMetadataV4Channels = "574549524d45544104000702000002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c0003000000000000000202030100c979893d"
 
@@ -141,6 +148,9 @@ func sampleTaskSnapshot() state.TaskSnapshot {
 	}}
 }
 
+// pinnedSnapshotV5 is the same, version 5 (without operator info).
+const pinnedSnapshotV5 = "57454952534e415005000003036d61700006736f75726365020963686b2d372f73726308000000000000000000000677696e646f77030d63686b2d372f772d6b6579656480808080802000efbeadde00000000204004001181808080808080108380808080808080400a63686b2d372f772d6f706300010000000000000002076f666673657473000300081005756e696f6e0100b6c01f85"
+
 const pinnedSnapshotV4 = "57454952534e415004000003036d61700006736f75726365020963686b2d372f73726308000000000000000000000677696e646f77030d63686b2d372f772d6b6579656480808080802000efbeadde00000000204004001181808080808080108380808080808080400a63686b2d372f772d6f706300010000000000000002076f666673657473000300081005756e696f6e0100a1554e4a"
 
 const pinnedSnapshotV2 = "57454952534e415002000003036d61700006736f75726365020963686b2d372f7372630800000000000677696e646f77030d63686b2d372f772d6b65796564808080808020efbeadde204004001181808080808080108380808080808080400a63686b2d372f772d6f70630100000002076f666673657473000300081005756e696f6e01002857e2e9"
@@ -149,7 +159,7 @@ func TestTaskSnapshotEncoding(t *testing.T) {
 	ts := sampleTaskSnapshot()
 	enc := state.EncodeTaskSnapshot(ts)
 	require.Equal(t, enc, state.EncodeTaskSnapshot(sampleTaskSnapshot()), "deterministic")
-	require.Equal(t, pinnedSnapshotV4, hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
+	require.Equal(t, pinnedSnapshotV5, hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
 	got, err := state.DecodeTaskSnapshot(enc)
 	require.NoError(t, err)
 	require.Equal(t, ts, got)
@@ -212,7 +222,7 @@ func TestTaskSnapshotCorrupt(t *testing.T) {
 	}{
 		{"nil", nil, "bad magic or too short"},
 		{"metadata", state.EncodeMetadata(state.Metadata{ID: 1}), "bad magic"},
-		{"version 5", frame("WEIRSNAP", 5, body), "unsupported task snapshot version 5"},
+		{"version 6", frame("WEIRSNAP", 6, body), "unsupported task snapshot version 6"},
 		{"version 0", frame("WEIRSNAP", 0, body), "unsupported task snapshot version 0"},
 		{"trailing byte", frame("WEIRSNAP", 4, append(append([]byte(nil), body...), 0)), "1 trailing bytes"},
 		{"truncated body", frame("WEIRSNAP", 4, body[:len(body)-1]), "truncated"},
@@ -256,4 +266,40 @@ func FuzzDecodeTaskSnapshot(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, ts, again)
 	})
+}
+
+// Version 5 records each operator's name and its states' schemas; a
+// version 4 file (without them) still reads, to the same metadata less
+// them.
+func TestMetadataV5OperatorInfo(t *testing.T) {
+	v4, err := hex.DecodeString(pinnedMetadataV4)
+	require.NoError(t, err)
+	old, err := state.DecodeMetadata(v4)
+	require.NoError(t, err)
+	require.Len(t, old.Tasks, 2)
+	m := old.Clone()
+	ts := m.Tasks[state.TaskKey{Vertex: "a", Subtask: 1}]
+	op := ts.Operators["op"]
+	op.Name = "running sum"
+	op.Schemas = []state.StateSchema{
+		{Name: "_key", Kind: state.KindKey, Codec: codec.Identity{Name: "int64"}},
+		{Name: "m", Kind: "map", TTL: true, Codec: codec.Identity{Name: "struct2[main.Acc](int64,int64)", Version: "(,)"},
+			UserKey: codec.Identity{Name: "string"}},
+	}
+	ts.Operators["op"] = op
+	enc := state.EncodeMetadata(m)
+	require.Equal(t, uint16(5), binary.LittleEndian.Uint16(enc[8:]))
+	got, err := state.DecodeMetadata(enc)
+	require.NoError(t, err)
+	require.Equal(t, m, got)
+	require.Equal(t, m, got.Clone(), "Clone keeps the info")
+	snap, err := state.DecodeTaskSnapshot(state.EncodeTaskSnapshot(ts))
+	require.NoError(t, err)
+	require.Equal(t, ts, snap)
+	// A version 4 file may not set the info flag.
+	bad := append([]byte(nil), enc...)
+	binary.LittleEndian.PutUint16(bad[8:], 4)
+	binary.LittleEndian.PutUint32(bad[len(bad)-4:], crc32.Checksum(bad[:len(bad)-4], crc32.MakeTable(crc32.Castagnoli)))
+	_, err = state.DecodeMetadata(bad)
+	require.Error(t, err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,6 +83,42 @@ type opState struct {
 	keyed    state.KeyedBackend
 	operator *state.OperatorBackend
 	prefix   string
+}
+
+// schemas lists the schemas of the operator's states, keyed and operator
+// states, sorted by name (a snapshot records them).
+func (st *opState) schemas() []state.StateSchema {
+	out := st.operator.StateSchemas().Snapshot()
+	if h, ok := st.keyed.(state.SchemaHolder); ok {
+		out = append(out, h.StateSchemas().Snapshot()...)
+	}
+	slices.SortFunc(out, func(a, b state.StateSchema) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// restoreSchemas hands the operator's backends the schemas its states
+// were snapshotted with: the union over its previous subtasks (a state
+// registered lazily may be missing in some).
+func (st *opState) restoreSchemas(operator string, prev []state.OperatorSubtaskState) {
+	var keyed, oper []state.StateSchema
+	seen := map[string]bool{}
+	for _, s := range prev {
+		for _, sc := range s.Schemas {
+			if seen[sc.Kind+"\x00"+sc.Name] {
+				continue
+			}
+			seen[sc.Kind+"\x00"+sc.Name] = true
+			if strings.HasPrefix(sc.Kind, "operator list") {
+				oper = append(oper, sc)
+			} else {
+				keyed = append(keyed, sc)
+			}
+		}
+	}
+	st.operator.StateSchemas().Restore(operator, oper)
+	if h, ok := st.keyed.(state.SchemaHolder); ok {
+		h.StateSchemas().Restore(operator, keyed)
+	}
 }
 
 // checkpointer is a task's checkpoint machinery. It lives in the task's
@@ -332,7 +369,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 			return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: fmt.Errorf("snapshot checkpoint %d: %w", b.ID, err)}
 		}
 		st := t.states[i]
-		p := snapshotPart{opID: op.ID()}
+		p := snapshotPart{opID: op.ID(), name: op.Name(), schemas: st.schemas()}
 		owner := state.FileOwner{Vertex: t.cfg.Key.Vertex, Subtask: t.cfg.Key.Subtask, Operator: op.ID()}
 		w := state.PrefixedWriters(c.cfg.Storage.ForOwner(owner), st.prefix)
 		if b.Options.Kind == barrier.Savepoint {
@@ -363,7 +400,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 		snap := state.TaskSnapshot{Operators: make(map[string]state.OperatorSubtaskState, len(parts))}
 		var firstErr error
 		for _, p := range parts {
-			var os state.OperatorSubtaskState
+			os := state.OperatorSubtaskState{Name: p.name, Schemas: p.schemas}
 			if p.keyed != nil {
 				h, err := p.keyed(t.runCtx)
 				if err != nil && firstErr == nil {
@@ -408,9 +445,11 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 
 // snapshotPart is one operator's asynchronous snapshot work.
 type snapshotPart struct {
-	opID  string
-	keyed state.KeyedSnapshotFunc    // nil for non-keyed operators
-	oper  state.OperatorSnapshotFunc // nil if its synchronous part failed
+	opID    string
+	name    string
+	schemas []state.StateSchema
+	keyed   state.KeyedSnapshotFunc    // nil for non-keyed operators
+	oper    state.OperatorSnapshotFunc // nil if its synchronous part failed
 }
 
 // abandon runs the asynchronous parts with a canceled context: they
@@ -472,6 +511,7 @@ func (t *Task) initStates() error {
 			continue
 		}
 		prev := r.Operators[op.ID()]
+		st.restoreSchemas(op.Name(), prev)
 		var keyed []state.KeyedStateHandle
 		var oper []*state.OperatorStateHandle
 		for _, s := range prev {

@@ -154,7 +154,7 @@ type NonRestoredError struct {
 // OperatorRef names an operator of a restore point.
 type OperatorRef struct {
 	ID   string
-	Name string // "" if the restore point does not record it
+	Name string // "" if the restore point does not record it (metadata before version 5)
 }
 
 func (r OperatorRef) String() string {
@@ -188,17 +188,17 @@ func (rp *RestorePoint) NonRestored(g *graph.JobGraph) []OperatorRef {
 			have[n.UID] = true
 		}
 	}
-	missing := map[string]bool{}
+	missing := map[string]string{} // ID → name
 	for _, ts := range rp.Meta.Tasks {
 		for id, s := range ts.Operators {
-			if !have[id] && (s.Keyed != nil || s.Operator != nil) {
-				missing[id] = true
+			if !have[id] && (s.Keyed != nil || s.Operator != nil) && missing[id] == "" {
+				missing[id] = s.Name
 			}
 		}
 	}
 	out := make([]OperatorRef, 0, len(missing))
-	for id := range missing {
-		out = append(out, OperatorRef{ID: id})
+	for id, name := range missing {
+		out = append(out, OperatorRef{ID: id, Name: name})
 	}
 	slices.SortFunc(out, func(a, b OperatorRef) int { return cmp.Compare(a.ID, b.ID) })
 	return out

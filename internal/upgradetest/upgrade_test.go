@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/state"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -88,6 +91,54 @@ func (s *int64Sum) add(_ *weir.RuntimeContext, v int64) (int64, error) {
 }
 
 func (s *int64Sum) clone() sumState { return &int64Sum{} }
+
+// typedSum keeps the running sum as a T: v2 changed the state's type.
+type typedSum[T any] struct {
+	c     codec.Codec[T]
+	get   func(T) int64
+	set   func(int64) T
+	value interface {
+		Value() (T, error)
+		Update(T) error
+	}
+}
+
+func (s *typedSum[T]) open(c *weir.RuntimeContext) error {
+	st, err := weir.ValueState(c, "sum", s.c)
+	s.value = st
+	return err
+}
+
+func (s *typedSum[T]) add(_ *weir.RuntimeContext, v int64) (int64, error) {
+	old, err := s.value.Value()
+	if err != nil {
+		return 0, err
+	}
+	sum := s.get(old) + v
+	return sum, s.value.Update(s.set(sum))
+}
+
+func (s *typedSum[T]) clone() sumState { c := *s; return &c }
+
+type pair32 struct{ hi, lo int32 }
+
+type acc struct{ sum, count int64 }
+
+var (
+	accCodec = codec.Struct2(codec.Int64(), func(a acc) int64 { return a.sum }, codec.Int64(), func(a acc) int64 { return a.count },
+		func(s, c int64) acc { return acc{s, c} })
+	stringSum = &typedSum[string]{c: codec.String(),
+		get: func(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v },
+		set: func(v int64) string { return strconv.FormatInt(v, 10) }}
+	pair32Sum = &typedSum[pair32]{c: codec.Struct2(codec.Int32(), func(p pair32) int32 { return p.hi }, codec.Int32(),
+		func(p pair32) int32 { return p.lo }, func(h, l int32) pair32 { return pair32{h, l} }),
+		get: func(p pair32) int64 { return int64(p.hi)<<32 | int64(uint32(p.lo)) },
+		set: func(v int64) pair32 { return pair32{int32(v >> 32), int32(v)} }}
+	accSum = &typedSum[acc]{c: accCodec, get: func(a acc) int64 { return a.sum }, set: func(v int64) acc { return acc{sum: v} }}
+	// The deliberate evolution: v2's accumulator reads v1's int64 sums.
+	evolvedSum = &typedSum[acc]{c: codec.Evolve(accCodec, codec.Int64(), func(sum int64) acc { return acc{sum: sum, count: -1} }),
+		get: func(a acc) int64 { return a.sum }, set: func(v int64) acc { return acc{sum: v} }}
+)
 
 // build adds the job of sp to env, writing into out; reached (if not nil)
 // is closed after `at` records, and the job then slows down.
@@ -300,7 +351,7 @@ func (s savepoint) restore(t *testing.T, v2 spec) ([]string, *observer.ObservedL
 	s.reset(t)
 	core, logs := observer.New(zap.WarnLevel)
 	env := weir.NewEnvironment(options(v2, weir.CheckpointConfig{Interval: 20 * time.Millisecond}, zap.New(core),
-		weir.WithRestoreFrom(s.path))...)
+		weir.WithRestoreFrom(s.path), weir.WithRestartStrategy(coordinator.NoRestart{}))...)
 	build(env, v2, s.out, nil)
 	_, err := env.Execute(testCtx(t))
 	return committed(t, s.out), logs, err
@@ -335,8 +386,16 @@ var upgrades = []upgrade{
 	{name: "without UIDs, a reduce inserted before the sum", v2: spec{before: "reduce"},
 		wantErr: weir.ErrNonRestoredState, errHas: "Set UIDs"},
 	{name: "without UIDs, a map added before the sink", v2: spec{between: "map"}, wantErr: weir.ErrNonRestoredState},
+	{name: "the sum's state int64 → string", v1: spec{uids: true}, v2: spec{uids: true, sumState: stringSum},
+		wantErr: state.ErrIncompatibleState, errHas: `state "sum" restored from the checkpoint as value of int64, declared now as value of string`},
+	{name: "the sum's state int64 → a struct of two int32", v1: spec{uids: true}, v2: spec{uids: true, sumState: pair32Sum},
+		wantErr: state.ErrIncompatibleState, errHas: "struct2[upgradetest_test.pair32](int32,int32)"},
+	{name: "the sum's state int64 → a struct of two int64", v1: spec{uids: true}, v2: spec{uids: true, sumState: accSum},
+		wantErr: state.ErrIncompatibleState, errHas: "operator process"},
+	{name: "the sum's state evolved with codec.Evolve", v1: spec{uids: true}, v2: spec{uids: true, sumState: evolvedSum}},
+	{name: "without UIDs, the sum's state changed", v2: spec{sumState: stringSum}, wantErr: state.ErrIncompatibleState},
 	{name: "the sum removed", v1: spec{uids: true}, v2: spec{uids: true, noSum: true},
-		wantErr: weir.ErrNonRestoredState, errHas: `"sum"`},
+		wantErr: weir.ErrNonRestoredState, errHas: `process (ID "sum")`},
 	{name: "the sum removed, allowed", v1: spec{uids: true}, v2: spec{uids: true, noSum: true, allowDrop: true}},
 }
 

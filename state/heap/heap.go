@@ -85,7 +85,9 @@ func (c Config) Validate() error {
 type Backend struct {
 	maxPar int
 	rng    keygroup.Range
-	log    *zap.Logger
+	// schemas are the states' schemas, for the typed states' checks.
+	schemas state.Schemas
+	log     *zap.Logger
 
 	metas  []state.StateMeta
 	byName map[string]state.StateID
@@ -135,6 +137,9 @@ func (b *Backend) KeyGroupRange() keygroup.Range { return b.rng }
 
 // MaxParallelism implements state.KeyedBackend.
 func (b *Backend) MaxParallelism() int { return b.maxPar }
+
+// StateSchemas implements state.SchemaHolder.
+func (b *Backend) StateSchemas() *state.Schemas { return &b.schemas }
 
 // Register implements state.KeyedBackend.
 func (b *Backend) Register(name string, kind state.Kind) (state.StateID, error) {

@@ -113,10 +113,12 @@ func (c Config) Validate() error {
 type Backend struct {
 	cfg    Config
 	maxPar int
-	rng    keygroup.Range
-	log    *zap.Logger
-	dir    string // the working directory (removed on Close)
-	db     *pdb.DB
+	// schemas are the states' schemas, for the typed states' checks.
+	schemas state.Schemas
+	rng     keygroup.Range
+	log     *zap.Logger
+	dir     string // the working directory (removed on Close)
+	db      *pdb.DB
 
 	metas  []state.StateMeta
 	byName map[string]state.StateID
@@ -276,6 +278,9 @@ func (b *Backend) KeyGroupRange() keygroup.Range { return b.rng }
 
 // MaxParallelism implements state.KeyedBackend.
 func (b *Backend) MaxParallelism() int { return b.maxPar }
+
+// StateSchemas implements state.SchemaHolder.
+func (b *Backend) StateSchemas() *state.Schemas { return &b.schemas }
 
 // Register implements state.KeyedBackend. The registry is stored in the
 // database, so that an incremental checkpoint carries it.
