@@ -99,6 +99,9 @@ func (c *config) validate() error {
 			return err
 		}
 	}
+	if c.restart != nil && c.ckpt == nil {
+		return errRestartWithoutCheckpoints
+	}
 	if c.restoreFrom != "" && c.ckpt == nil {
 		return errors.New("weir: WithRestoreFrom needs WithCheckpointing")
 	}
