@@ -1,3 +1,9 @@
+// Package metrics defines the snapshot of a running job's metrics that
+// weir publishes: a Job, its operators (Vertex) and their subtasks (Task),
+// and its checkpoints, with Apache Flink's metric names. The root
+// package's Job.Metrics returns one (weir.JobMetrics); its JSON form is
+// the dashboard's API (docs/dashboard.md). The runtime fills these types;
+// this package only defines them.
 package metrics
 
 import "time"
