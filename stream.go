@@ -19,6 +19,8 @@ type Environment struct {
 	cfg   config
 	nodes []*graph.Node
 	final *jobmaster.FinalCommits // two-phase-commit sinks' end-of-job commits
+	// checks are run by Execute before the job starts (see check).
+	checks []func(checkpointing bool) error
 }
 
 // NewEnvironment returns an environment with the given options. Invalid
@@ -70,6 +72,7 @@ func (s *Stream[T]) bindOutput() {
 	n := s.n
 	n.Fanout = fanoutOf[T]
 	n.HasCodec = func() bool { return s.codec != nil }
+	n.Type = typeName[T]()
 	n.NewWriter = s.newWriter
 	n.ProbeOutput = probeCollector[T]
 }
