@@ -9,8 +9,9 @@
 // build the next stream from it. Run the whole job with Execute, which
 // blocks until it ends and returns a Result, or Start, which returns a
 // running Job (savepoints, metrics, Cancel, Wait). Example is a complete
-// word count; every snippet of the README is an Example here or in the
-// package it uses.
+// word count, examples/quickstart the README's quick start; the README's
+// other snippets are taken from the Examples of this package and of the
+// packages they use.
 //
 // # Sources
 //
