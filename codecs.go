@@ -51,7 +51,3 @@ func noCodec[T any](what, why, fix string) error {
 	return fmt.Errorf("weir: %s: %s, but their type %s has no codec: %s, with a codec.Codec[%s] "+
 		"(codec.Struct2, Struct3 or Struct4 for a struct; codec.JSON[%s]() for any type)", what, why, t, fix, t, t)
 }
-
-// check adds a check of the job that Execute runs before it starts the
-// job; checkpointing tells whether the job checkpoints.
-func (e *Environment) check(f func(checkpointing bool) error) { e.checks = append(e.checks, f) }

@@ -27,7 +27,11 @@
 //
 // Map, MapErr, Filter and FlatMap work value by value; Stream.Rebalance
 // and Stream.Broadcast redistribute a stream; Stream.Name, Stream.UID and
-// Stream.Parallelism configure the operator that makes it. Values that
+// Stream.Parallelism configure the operator that makes it. Union merges
+// streams of one type; Connect and ConnectKeyed join two streams of
+// different types (CoMap, CoFlatMap, CoProcess, KeyedCoProcess); a
+// process function's side outputs (OutputTag, Output) become streams of
+// their own with SideOutput. Values that
 // cross from one task to another, or are checkpointed, need a codec: the
 // built-in types have one, a struct gets one from codec.Struct2 and kin,
 // set with Stream.WithCodec (ExampleStream_WithCodec). A missing one is an

@@ -39,7 +39,6 @@ func (s *Sink) UID(id string) *Sink { s.n.UID = id; return s }
 func addSink[T any](s *Stream[T], name string, build func(rc *graph.Subtask) (collector[T], task.Operator, error)) *Sink {
 	n := s.env.addNode(&graph.Node{Name: name})
 	connect(s, n)
-	setInput(n, s)
 	n.Instantiate = func(rc *graph.Subtask, _ any) (any, task.Operator, error) {
 		return build(rc)
 	}
@@ -141,8 +140,8 @@ func Collect[T any](s *Stream[T]) (*Collected[T], *Sink) {
 		o := &collectSink[T]{opBase: base(rc), c: c, subtask: rc.Index, codec: s.codec}
 		return o, o, nil
 	})
-	s.env.check(func(checkpointing bool) error {
-		if checkpointing && s.codec == nil {
+	s.env.check(func() error {
+		if s.env.cfg.ckpt != nil && s.codec == nil {
 			return noCodec[T]("collect sink "+sink.n.Name, "with checkpointing on, its values are checkpointed",
 				"call WithCodec on the stream passed to Collect")
 		}

@@ -50,12 +50,12 @@ func TwoPhaseCommitSink[T, Txn any](s *Stream[T], txnCodec codec.Codec[Txn], new
 		txnCodec = defaultCodec[Txn]()
 	}
 	var sink *Sink
-	s.env.check(func(checkpointing bool) error {
+	s.env.check(func() error {
 		what := "sink " + sink.n.Name
 		switch {
 		case newCommitter == nil:
 			return fmt.Errorf("weir: %s: nil newCommitter", what)
-		case checkpointing && txnCodec == nil:
+		case s.env.cfg.ckpt != nil && txnCodec == nil:
 			return noCodec[Txn](what, "its open transactions are checkpointed", "pass one to TwoPhaseCommitSink as txnCodec")
 		}
 		return nil
