@@ -1,4 +1,4 @@
-package jointest_test
+package joins_test
 
 import (
 	"context"
