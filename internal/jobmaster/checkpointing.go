@@ -30,6 +30,9 @@ type checkpointing struct {
 	alignment    barrier.Alignment
 	alignTimeout time.Duration
 	from         *deploy.RestorePoint // the job's starting point (CheckpointSpec.RestoreFrom), or nil
+	// guard, with high availability, makes the coordinator's storage
+	// writes conditional on its leadership (nil: none).
+	guard *leaderGuard
 
 	mu struct {
 		sync.Mutex
@@ -70,8 +73,10 @@ func checkpointMetrics(m task.CheckpointMetrics) coordinator.TaskCheckpointMetri
 
 // newCheckpointing sets up the job's checkpoint storage and coordinator and
 // opens the restore point, if the job starts from one. cleanup removes
-// what only this run needed (a private checkpoint directory).
-func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ func(), err error) {
+// what only this run needed (a private checkpoint directory). guarded:
+// the job is highly available, and the coordinator writes to its storage
+// through a leaderGuard.
+func newCheckpointing(cc *CheckpointSpec, log *zap.Logger, guarded bool) (_ *checkpointing, _ func(), err error) {
 	cleanup := func() {}
 	storage := cc.Storage
 	if storage == nil {
@@ -128,7 +133,15 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 			opts = append(opts, coordinator.WithFirstCheckpointID(ids[0]+1))
 		}
 	}
-	if ck.coord, err = coordinator.New(cc.Coordinator, storage, opts...); err != nil {
+	var cstore coordinator.Storage = storage
+	cfg := cc.Coordinator
+	if guarded {
+		// A canceled coordinator leaves the job to the next leader.
+		cfg.RetainOnCancel = true
+		ck.guard = &leaderGuard{}
+		cstore = guardedStorage{Storage: storage, g: ck.guard, log: log}
+	}
+	if ck.coord, err = coordinator.New(cfg, cstore, opts...); err != nil {
 		return nil, nil, fmt.Errorf("weir: %w", err)
 	}
 	if ck.from != nil {
