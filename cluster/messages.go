@@ -24,21 +24,22 @@ type Attempt uint64
 // availability.
 type Epoch uint64
 
-// EpochOf returns the epoch of a command (0 for messages that carry none).
-func (m *CoordinatorMessage) EpochOf() Epoch {
+// EpochOf returns the epoch of a command; ok is false for messages that
+// carry none (Registered, Shutdown, Heartbeat).
+func (m *CoordinatorMessage) EpochOf() (e Epoch, ok bool) {
 	switch {
 	case m.Deploy != nil:
-		return m.Deploy.Epoch
+		return m.Deploy.Epoch, true
 	case m.CancelAttempt != nil:
-		return m.CancelAttempt.Epoch
+		return m.CancelAttempt.Epoch, true
 	case m.TriggerCheckpoint != nil:
-		return m.TriggerCheckpoint.Epoch
+		return m.TriggerCheckpoint.Epoch, true
 	case m.NotifyCheckpoint != nil:
-		return m.NotifyCheckpoint.Epoch
+		return m.NotifyCheckpoint.Epoch, true
 	case m.Commit != nil:
-		return m.Commit.Epoch
+		return m.Commit.Epoch, true
 	}
-	return 0
+	return 0, false
 }
 
 // TaskState is the lifecycle state a worker reports for one task.

@@ -15,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/weirstream/weir/barrier"
 )
@@ -133,9 +135,14 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		Password:    cfg.Password,
 		Logger:      zap.NewNop(),
 		Context:     context.WithoutCancel(ctx),
-		// A lost etcd connection is noticed within seconds.
+		// A lost etcd connection is noticed within seconds, and one that
+		// returns is reconnected within a second.
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, strings.Join(cfg.Endpoints, ","), err)

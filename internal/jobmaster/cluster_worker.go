@@ -239,14 +239,14 @@ func (w *worker) Connected(s *cluster.Session) { w.sess.Store(s) }
 // command of an older epoch than the worker serves ends the session
 // (ErrStaleEpoch).
 func (w *worker) Command(ctx context.Context, m cluster.CoordinatorMessage) error {
-	e := m.EpochOf()
+	e, fenced := m.EpochOf()
 	w.mu.Lock()
 	served := w.mu.epoch
 	if m.Deploy != nil && e > served {
 		w.mu.epoch, w.mu.canceledBelow = e, 0 // attempts count anew
 	}
 	w.mu.Unlock()
-	if e < served {
+	if fenced && e < served {
 		w.log.Warn("refusing a command of a deposed leader", zap.Uint64("epoch", uint64(e)), zap.Uint64("serving", uint64(served)))
 		return fmt.Errorf("%w: epoch %d, serving %d", ErrStaleEpoch, e, served)
 	}
@@ -311,7 +311,9 @@ func (w *worker) send(ctx context.Context, m cluster.WorkerMessage) {
 	if s == nil {
 		return
 	}
-	if err := s.Send(ctx, m); err != nil {
+	if err := s.Send(ctx, m); errors.Is(err, cluster.ErrSessionClosed) {
+		w.log.Debug("message to the coordinator not sent", zap.Error(err))
+	} else if err != nil {
 		w.log.Warn("message to the coordinator not sent", zap.Error(err))
 	}
 }
