@@ -11,11 +11,17 @@ import (
 // os.Executable() with worker flags, and the environment variable set by
 // the test makes those children run main.
 func TestMain(m *testing.M) {
-	if os.Getenv("WEIR_CLUSTER_EXAMPLE_WORKER") == "1" {
+	if os.Getenv("WEIR_CLUSTER_EXAMPLE_WORKER") == "1" || isChild(os.Args[1:]) {
 		main()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// isChild: the arguments are those of a process the example starts (a
+// worker, or with -ha a coordinator or worker).
+func isChild(args []string) bool {
+	return len(args) > 0 && (args[0] == "-worker" || args[0] == "-role")
 }
 
 // Three OS processes; one worker is killed with SIGKILL after a
