@@ -20,9 +20,16 @@ import (
 // reports how long after each kill the next leader completed its first
 // checkpoint. The counts are then checked as without -ha.
 func runHA(ctx context.Context, p params, kills, top int) error {
+	_, err := runHAWith(ctx, p, kills, top, nil)
+	return err
+}
+
+// runHAWith is runHA that waits delay() (nil: none) after the leader's
+// checkpoint before each kill, and returns the failover times.
+func runHAWith(ctx context.Context, p params, kills, top int, delay func() time.Duration) (failovers []time.Duration, err error) {
 	tmp, err := os.MkdirTemp("", "weir-cluster-ha-*")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	if p.out == "" {
@@ -42,7 +49,7 @@ func runHA(ctx context.Context, p params, kills, top int) error {
 	}
 	etcd, err := etcdserver.Start(filepath.Join(tmp, "etcd"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer etcd.Stop()
 	p.etcd = etcd.Endpoint()
@@ -51,12 +58,12 @@ func runHA(ctx context.Context, p params, kills, top int) error {
 	}
 	hc, err := ha.Dial(ctx, ha.Config{Endpoints: []string{p.etcd}, JobID: p.job})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer hc.Close()
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	start := time.Now()
 	fmt.Printf("etcd on %s; starting 2 coordinator and 2 worker processes (job %s)\n", p.etcd, p.job)
@@ -70,51 +77,53 @@ func runHA(ctx context.Context, p params, kills, top int) error {
 	}
 	for range 2 {
 		if err := startCoordinator(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, id := range []string{"worker-1", "worker-2"} {
 		if err := procs.startAs(id, "-role", "worker", "-id", id); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	var failovers []time.Duration
 	for i := 0; i < kills; i++ {
 		l, ptr, err := awaitCheckpointBy(ctx, hc, 0)
 		if err != nil {
-			return fmt.Errorf("kill %d: %w", i+1, err)
+			return nil, fmt.Errorf("kill %d: %w", i+1, err)
 		}
 		if ptr == 0 {
-			return fmt.Errorf("the job ended after %d of %d coordinator kills: run it longer (-lines, -rate)", i, kills)
+			return nil, fmt.Errorf("the job ended after %d of %d coordinator kills: run it longer (-lines, -rate)", i, kills)
+		}
+		if delay != nil {
+			time.Sleep(delay())
 		}
 		fmt.Printf("leader %s (epoch %d) completed checkpoint %d: killing it with SIGKILL\n", l.ID, l.Epoch, ptr)
 		killed := time.Now()
 		procs.kill(l.ID)
 		if err := startCoordinator(); err != nil {
-			return err
+			return nil, err
 		}
 		nl, nptr, err := awaitCheckpointBy(ctx, hc, l.Epoch)
 		if err != nil {
-			return fmt.Errorf("after kill %d: %w", i+1, err)
+			return nil, fmt.Errorf("after kill %d: %w", i+1, err)
 		}
 		if nptr == 0 {
-			return fmt.Errorf("the job ended before a new leader completed a checkpoint after kill %d", i+1)
+			return nil, fmt.Errorf("the job ended before a new leader completed a checkpoint after kill %d", i+1)
 		}
 		d := time.Since(killed)
 		failovers = append(failovers, d)
 		fmt.Printf("leader %s (epoch %d) completed checkpoint %d %v after the kill\n", nl.ID, nl.Epoch, nptr, d.Round(time.Millisecond))
 	}
 	if err := awaitEnd(ctx, hc); err != nil {
-		return err
+		return nil, err
 	}
 	if err := procs.wait(30 * time.Second); err != nil {
-		return err
+		return nil, err
 	}
 	for i, d := range failovers {
 		fmt.Printf("failover %d: %v from SIGKILL to the new leader's first checkpoint (election timeout %v)\n",
 			i+1, d.Round(time.Millisecond), p.election)
 	}
-	return check(p, top, time.Since(start))
+	return failovers, check(p, top, time.Since(start))
 }
 
 // awaitCheckpointBy waits until a leader of an epoch after the given one
