@@ -148,7 +148,7 @@ func (j *clusterJob) takeOver(ctx context.Context, lead *ha.Leadership) (ended b
 	ck.coord.ContinueAfter(rec.Counter)
 	var pointer barrier.CheckpointID
 	if p := rec.Pointer; p != nil {
-		m, err := j.openPointer(p)
+		m, err := j.openPointer(p, j.ha.PointerKey())
 		if err != nil {
 			return false, err
 		}
@@ -178,12 +178,12 @@ func (j *clusterJob) takeOver(ctx context.Context, lead *ha.Leadership) (ended b
 // two-phase-commit sink can have committed from it: a job with such
 // sinks may have committed the newer checkpoint's transactions, and
 // replaying from an older one would commit values twice.
-func (j *clusterJob) openPointer(p *ha.Pointer) (state.Metadata, error) {
+func (j *clusterJob) openPointer(p *ha.Pointer, key string) (state.Metadata, error) {
 	m, err := j.readVerified(p.ID)
 	if err == nil {
 		return m, nil
 	}
-	err = fmt.Errorf("weir: ha: checkpoint %d, which etcd's %s points to, in %s: %w", p.ID, j.ha.PointerKey(), j.dir, err)
+	err = fmt.Errorf("weir: ha: checkpoint %d, which etcd's %s points to, in %s: %w", p.ID, key, j.dir, err)
 	if j.spec.Final != nil {
 		return state.Metadata{}, fmt.Errorf("%w; not falling back to an older checkpoint: two-phase-commit sinks may have committed its transactions", err)
 	}
