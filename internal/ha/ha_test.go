@@ -17,12 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// The embedded etcd server's and client's background loops wind
-		// down asynchronously after Close.
-		goleak.IgnoreTopFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 func startEtcd(t *testing.T) *etcdserver.Server {
