@@ -154,21 +154,27 @@ func TestEtcdLostEndsTerm(t *testing.T) {
 	a := dial(t, s, "job")
 	la, err := a.Campaign(t.Context(), "a", "addr-a")
 	require.NoError(t, err)
+	start := time.Now()
 	s.Stop()
+	t.Logf("etcd stopped after %v", time.Since(start))
 	select {
 	case <-la.Lost():
+		t.Logf("stepped down after %v", time.Since(start))
 	case <-time.After(30 * time.Second):
 		t.Fatal("the leader did not step down after etcd was lost")
 	}
 	require.ErrorIs(t, la.Err(), ha.ErrLeadershipLost)
 	require.ErrorIs(t, la.Complete(t.Context(), 1, 0), ha.ErrLeadershipLost)
 	la.Resign()
+	t.Logf("resigned after %v", time.Since(start))
 	require.NoError(t, s.Restart())
+	t.Logf("etcd back after %v", time.Since(start))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	lb, err := a.Campaign(ctx, "a", "addr-a")
 	require.NoError(t, err)
 	require.Greater(t, lb.Epoch(), la.Epoch())
+	t.Logf("elected after %v", time.Since(start))
 	lb.Resign()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("no election after etcd returned")
