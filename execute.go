@@ -71,6 +71,11 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 	if err := c.validate(); err != nil {
 		return jobmaster.Spec{}, err
 	}
+	for _, check := range e.checks {
+		if err := check(); err != nil {
+			return jobmaster.Spec{}, err
+		}
+	}
 	g, err := graph.Build(e.nodes, graph.Config{Parallelism: c.parallelism, MaxParallelism: c.maxParallelism, Chaining: c.chaining})
 	if err != nil {
 		return jobmaster.Spec{}, err
@@ -100,7 +105,7 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 		spec.Deploy.NewKeyedBackend = c.stateBackend.factory(c.logger)
 	}
 	if ck := c.ckpt; ck != nil {
-		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir, RestoreFrom: c.restoreFrom}
+		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir, RestoreFrom: c.restoreFrom, JobID: c.jobID}
 	}
 	if cl := c.cluster; cl != nil {
 		spec.Cluster = cl.spec()

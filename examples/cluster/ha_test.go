@@ -224,7 +224,7 @@ func TestHAPointerWithoutMetadata(t *testing.T) {
 	rec, err := hc.Read(ctx)
 	require.NoError(t, err)
 	require.Nil(t, rec.Status)
-	meta := filepath.Join(j.p.chk, "chk-"+strconv.FormatUint(uint64(rec.Pointer.ID), 10), "_metadata")
+	meta := filepath.Join(j.p.chk, j.p.job, "chk-"+strconv.FormatUint(uint64(rec.Pointer.ID), 10), "_metadata")
 	require.NoError(t, os.Remove(meta))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -59,7 +59,7 @@ func Start(ctx context.Context, spec Spec) (*Job, error) {
 	if spec.Checkpoint != nil {
 		ckCleanup := func() {}
 		var err error
-		if j.ck, ckCleanup, err = newCheckpointing(spec.Checkpoint, spec.Logger, hc != nil); err != nil {
+		if j.ck, ckCleanup, err = newCheckpointing(spec.Checkpoint, spec.Logger, haJobID(hc)); err != nil {
 			cleanup()
 			return nil, err
 		}
@@ -101,6 +101,13 @@ func Start(ctx context.Context, spec Spec) (*Job, error) {
 		mwg.Wait()
 	}()
 	return j, nil
+}
+
+func haJobID(hc *ha.Client) string {
+	if hc == nil {
+		return ""
+	}
+	return hc.JobID()
 }
 
 // Coordinator is the job's checkpoint coordinator (nil without
