@@ -143,8 +143,15 @@ func (o *intervalJoinOp[Out, A, B, K]) process2(v B, ts int64, g int) error {
 // check names the operator in the core's own errors (an element without
 // timestamp, corrupt state); errors from downstream pass as they are.
 func (o *intervalJoinOp[Out, A, B, K]) check(err error) error {
+	if err == nil {
+		return nil
+	}
+	return o.wrap(err)
+}
+
+func (o *intervalJoinOp[Out, A, B, K]) wrap(err error) error {
 	var te *task.Error
-	if err == nil || errors.As(err, &te) {
+	if errors.As(err, &te) {
 		return err
 	}
 	return o.fail(err)
