@@ -7,6 +7,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/eventtime"
+	"github.com/weirstream/weir/eventtime/join"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/state"
@@ -193,6 +194,7 @@ type RuntimeContext struct {
 	timers      *TimerService
 	ts          int64 // of the value being processed, or the firing timer
 	sides       *sideCollectors
+	broadcast   *broadcastContext // a broadcast process function's states
 	// err is the first error of what the function emitted to side
 	// outputs (Output) in the current call; the operator returns it.
 	err error
@@ -247,7 +249,23 @@ type TimerService struct {
 	op  *operatorTimers         // a non-keyed function's processing-time timers
 	wm  *int64                  // a non-keyed operator's event time
 	ctx *task.OperatorContext
+	// noKey, if set, reports that the function has no current key now
+	// (a keyed broadcast process function's broadcast side).
+	noKey func() bool
 }
+
+// check returns why timers cannot be set now, if they cannot.
+func (t *TimerService) check() error {
+	if t.noKey != nil && t.noKey() {
+		return ErrNoCurrentKey
+	}
+	return nil
+}
+
+// ErrNoCurrentKey is returned by a TimerService used on the broadcast side
+// of a keyed broadcast process function: a broadcast value belongs to no
+// key.
+var ErrNoCurrentKey = join.ErrNoCurrentKey
 
 // ErrEventTimeTimerNotKeyed is returned by the event-time methods of a
 // non-keyed function's TimerService: event-time timers belong to a key
@@ -260,6 +278,9 @@ func (t *TimerService) RegisterEventTimeTimer(ts int64) error {
 	if t.svc == nil {
 		return ErrEventTimeTimerNotKeyed
 	}
+	if err := t.check(); err != nil {
+		return err
+	}
 	return t.svc.RegisterEventTimeTimer(ts, nil)
 }
 
@@ -268,12 +289,18 @@ func (t *TimerService) DeleteEventTimeTimer(ts int64) error {
 	if t.svc == nil {
 		return ErrEventTimeTimerNotKeyed
 	}
+	if err := t.check(); err != nil {
+		return err
+	}
 	return t.svc.DeleteEventTimeTimer(ts, nil)
 }
 
 // RegisterProcessingTimeTimer sets a timer that fires when the clock (unix
 // ms) reaches ts.
 func (t *TimerService) RegisterProcessingTimeTimer(ts int64) error {
+	if err := t.check(); err != nil {
+		return err
+	}
 	if t.svc == nil {
 		t.op.add(ts)
 	} else if err := t.svc.RegisterProcessingTimeTimer(ts, nil); err != nil {
@@ -286,6 +313,9 @@ func (t *TimerService) RegisterProcessingTimeTimer(ts int64) error {
 // DeleteProcessingTimeTimer removes a processing-time timer (missing: no
 // error).
 func (t *TimerService) DeleteProcessingTimeTimer(ts int64) error {
+	if err := t.check(); err != nil {
+		return err
+	}
 	if t.svc == nil {
 		t.op.remove(ts)
 		return nil
