@@ -2,6 +2,7 @@ package multiinput_test
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
@@ -42,12 +43,19 @@ var eventCodec = codec.Struct3(codec.Int64(), func(e event) int64 { return e.K }
 
 // jobSpec is one job of the tests: build adds it to env, with hook on its
 // path and its sources generating speed times their usual rate, and
-// returns what reads its output once the job is over; want is the batch
-// answer. Outputs are multisets of lines.
+// returns its output stream; want is the batch answer. Outputs are
+// multisets of lines.
 type jobSpec struct {
 	name  string
-	build func(env *weir.Environment, hook func(), speed float64) (output func() []string)
+	build func(env *weir.Environment, hook func(), speed float64) *weir.Stream[string]
 	want  func() []string
+}
+
+// collect builds job on env and returns what reads its collected output
+// once the job is over.
+func collect(job jobSpec, env *weir.Environment, hook func(), speed float64) func() []string {
+	got, _ := weir.Collect(job.build(env, hook, speed))
+	return got.Values
 }
 
 var jobs = []jobSpec{unionJob, coTimersJob, broadcastJob}
@@ -66,25 +74,18 @@ const (
 	unionKeys      = 13
 )
 
-// unionJob's running sums depend on how the inputs interleave; what does
-// not is each key's final sum and how many sums it emitted (one per value,
-// exactly once): its output is "key count final".
+// unionJob counts and sums each key's values in keyed state and emits
+// "key count sum" from an event-time timer at the end of event time (the
+// watermark every source sends when it ends).
 var unionJob = jobSpec{
 	name: "union",
-	build: func(env *weir.Environment, hook func(), speed float64) func() []string {
+	build: func(env *weir.Environment, hook func(), speed float64) *weir.Stream[string] {
 		a := weir.FromGenerator(env, unionA, func(i int64) kv { return kv{i % unionKeys, i} }, rate(unionA, speed)).WithCodec(kvCodec).Parallelism(2)
 		b := weir.FromGenerator(env, unionB, func(i int64) kv { return kv{i % unionKeys, 1_000_000 + i} }, rate(unionB, speed)).WithCodec(kvCodec).Parallelism(1)
 		u := weir.Map(weir.Union(a, b), func(v kv) kv { hook(); return v }).Name("hook").WithCodec(kvCodec)
-		sums := weir.Reduce(weir.KeyBy(u, func(v kv) int64 { return v.K }, codec.Int64()), func(x, y kv) kv { return kv{x.K, x.V + y.V} })
-		got, _ := weir.Collect(sums.UID("sum"))
-		return func() []string {
-			count, final := map[int64]int64{}, map[int64]int64{}
-			for _, v := range got.Values() {
-				count[v.K]++
-				final[v.K] = max(final[v.K], v.V)
-			}
-			return lines(count, final)
-		}
+		return weir.Process(weir.KeyBy(u, func(v kv) int64 { return v.K }, codec.Int64()), func() weir.KeyedProcessFunction[int64, kv, string] {
+			return &countSum{}
+		}).UID("sum")
 	},
 	want: func() []string {
 		count, sum := map[int64]int64{}, map[int64]int64{}
@@ -98,6 +99,38 @@ var unionJob = jobSpec{
 		}
 		return lines(count, sum)
 	},
+}
+
+// countSum is unionJob's function.
+type countSum struct {
+	rc  *weir.RuntimeContext
+	acc *state.ValueState[kv] // (count, sum)
+}
+
+func (f *countSum) Open(rc *weir.RuntimeContext) (err error) {
+	f.rc = rc
+	f.acc, err = weir.ValueState(rc, "acc", kvCodec)
+	return err
+}
+
+func (f *countSum) ProcessElement(_ int64, v kv, _ *weir.Collector[string]) error {
+	a, err := f.acc.Value()
+	if err != nil {
+		return err
+	}
+	if err := f.acc.Update(kv{a.K + 1, a.V + v.V}); err != nil {
+		return err
+	}
+	return f.rc.Timers().RegisterEventTimeTimer(math.MaxInt64)
+}
+
+func (f *countSum) OnTimer(key, _ int64, _ weir.TimeDomain, out *weir.Collector[string]) error {
+	a, err := f.acc.Value()
+	if err != nil {
+		return err
+	}
+	out.Emit(fmt.Sprintf("%d %d %d", key, a.K, a.V))
+	return nil
 }
 
 func lines(count, v map[int64]int64) []string {
@@ -130,16 +163,14 @@ func stamped(s *weir.Stream[event], p int) *weir.Stream[event] {
 // by its first value.
 var coTimersJob = jobSpec{
 	name: "cotimers",
-	build: func(env *weir.Environment, hook func(), speed float64) func() []string {
+	build: func(env *weir.Environment, hook func(), speed float64) *weir.Stream[string] {
 		a := stamped(weir.FromGenerator(env, coA, func(i int64) event { return event{i % coKeys, i, i} }, rate(coA, speed)).WithCodec(eventCodec), 2)
 		b := stamped(weir.FromGenerator(env, coB, func(i int64) event { return event{i % coKeys, 2 * i, 1} }, rate(coB, speed)).WithCodec(eventCodec), 1)
 		key := func(e event) int64 { return e.K }
 		c := weir.ConnectKeyed(weir.KeyBy(a, key, codec.Int64()), weir.KeyBy(b, key, codec.Int64()))
-		out := weir.KeyedCoProcess(c, func() weir.KeyedCoProcessFunction[int64, event, event, string] {
+		return weir.KeyedCoProcess(c, func() weir.KeyedCoProcessFunction[int64, event, event, string] {
 			return &windowSums{hook: hook}
 		}).UID("cotimers")
-		got, _ := weir.Collect(out)
-		return got.Values
 	},
 	want: func() []string {
 		type kw struct{ k, w int64 }
@@ -246,15 +277,13 @@ func factorAt(ts int64) int64 { return ts/(bcEvents/bcRules) + 1 }
 // broadcastJob emits "key ts value*factor" for every event.
 var broadcastJob = jobSpec{
 	name: "broadcast",
-	build: func(env *weir.Environment, hook func(), speed float64) func() []string {
+	build: func(env *weir.Environment, hook func(), speed float64) *weir.Stream[string] {
 		events := stamped(weir.FromGenerator(env, bcEvents, func(i int64) event { return event{i % bcKeys, i, i} }, rate(bcEvents, speed)).WithCodec(eventCodec), 2)
 		rules := stamped(weir.FromGenerator(env, bcRules, func(j int64) event { return event{0, j * bcEvents / bcRules, j + 1} }).WithCodec(eventCodec), 1)
-		out := weir.KeyedBroadcastProcess(weir.KeyBy(events, func(e event) int64 { return e.K }, codec.Int64()), weir.Broadcast(rules, factors),
+		return weir.KeyedBroadcastProcess(weir.KeyBy(events, func(e event) int64 { return e.K }, codec.Int64()), weir.Broadcast(rules, factors),
 			func() weir.KeyedBroadcastProcessFunction[int64, event, event, string] {
 				return &applyFactor{hook: hook}
 			}).UID("broadcast")
-		got, _ := weir.Collect(out)
-		return got.Values
 	},
 	want: func() []string {
 		var out []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/weirtest"
 )
 
 // killer makes a hook panic: the k-th failure once failAt[k] values went
@@ -92,7 +94,7 @@ func runWithKills(t *testing.T, job jobSpec, opts ...weir.Option) *weir.Result {
 	require.NoError(t, err)
 	env := weir.NewEnvironment(append([]weir.Option{weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
 		weir.WithAutoWatermarkInterval(5 * time.Millisecond), weir.WithRestartStrategy(restart)}, opts...)...)
-	output := job.build(env, k.hook, 1)
+	output := collect(job, env, k.hook, 1)
 	j, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 	k.job.Store(j)
@@ -129,7 +131,7 @@ func TestBroadcastSideEndsEarly(t *testing.T) {
 	k := &killer{failAt: []int64{bcEvents / 2, bcEvents * 3 / 2}}
 	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond), weir.WithAutoWatermarkInterval(5*time.Millisecond),
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond}))
-	output := broadcastJob.build(env, k.hook, 1)
+	output := collect(broadcastJob, env, k.hook, 1)
 	j, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 	k.job.Store(j)
@@ -150,7 +152,7 @@ func savepointAt(t *testing.T, job jobSpec, p int, at int64, opts ...weir.Option
 		weir.WithAutoWatermarkInterval(5 * time.Millisecond), weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour})}, opts...)...)
 	reached := make(chan struct{})
 	var seen atomic.Int64
-	job.build(env, func() {
+	collect(job, env, func() {
 		if seen.Add(1) == at {
 			close(reached)
 		}
@@ -176,7 +178,7 @@ func TestJobsRestoreAtAnotherParallelism(t *testing.T) {
 			for _, p := range []int{3, 1} {
 				env := weir.NewEnvironment(weir.WithParallelism(p), weir.WithBufferTimeout(time.Millisecond), weir.WithAutoWatermarkInterval(5*time.Millisecond),
 					weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}), weir.WithRestoreFrom(sp))
-				output := job.build(env, func() {}, 1)
+				output := collect(job, env, func() {}, 1)
 				_, err := env.Execute(testCtx(t))
 				require.NoError(t, err, "p=%d", p)
 				requireLines(t, job.want(), output(), fmt.Sprintf("p=%d", p))
@@ -190,4 +192,38 @@ func TestJobsRestoreAtAnotherParallelism(t *testing.T) {
 func TestKeyedCoProcessOnPebble(t *testing.T) {
 	sb := weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20}))
 	runWithKills(t, coTimersJob, sb, weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 100}))
+}
+
+// A weirtest run of each job: its committed output under the harness's
+// faults (task and snapshot failures, slow consumers, reset connections
+// over TCP) is the fault-free run's.
+func TestJobsUnderWeirtest(t *testing.T) {
+	for _, job := range jobs {
+		t.Run(job.name, func(t *testing.T) {
+			weirtest.Run(t, weirtest.Config{Seeds: 2, TCP: job.name == "broadcast"}, func(r *weirtest.R) {
+				env := r.Env(weir.WithParallelism(2), weir.WithAutoWatermarkInterval(5*time.Millisecond))
+				weirtest.Collect(r, job.build(env, func() {}, 1), nil)
+			})
+		})
+	}
+}
+
+// One job across processes: a coordinator and two workers (in this
+// process, each with its own environment and data plane), a task failing
+// once, the output through the exactly-once file sink.
+func TestBroadcastJobInCluster(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	var seen atomic.Int64
+	hook := func() {
+		if seen.Add(1) == bcEvents/2 {
+			panic("injected task failure")
+		}
+	}
+	build := func(env *weir.Environment) {
+		weir.FileSink(broadcastJob.build(env, hook, 1), out, func(s string) []byte { return []byte(s) })
+	}
+	res, err := runCluster(t, build)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Restarts)
+	requireLines(t, broadcastJob.want(), committedLines(t, out), "committed output")
 }
