@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network/debloat"
+	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
 
@@ -30,6 +31,7 @@ type config struct {
 	ckpt             *CheckpointConfig
 	restart          RestartStrategy
 	restoreFrom      string
+	jobID            string
 	cluster          *ClusterConfig
 	debloat          *DebloatConfig
 	stateBackend     StateBackend // nil: heap
@@ -97,6 +99,11 @@ func (c *config) validate() error {
 	if c.stateBackend != nil {
 		if err := c.stateBackend.validate(); err != nil {
 			return err
+		}
+	}
+	if c.jobID != "" {
+		if err := state.ValidJobID(c.jobID); err != nil {
+			return fmt.Errorf("weir: WithJobID: %w", err)
 		}
 	}
 	if c.restoreFrom != "" && c.ckpt == nil {
