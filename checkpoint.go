@@ -62,9 +62,6 @@ type CheckpointConfig struct {
 // CheckpointStats are the coordinator's checkpoint statistics.
 type CheckpointStats = coordinator.Stats
 
-// RestartStrategy decides whether and when a failed job restarts.
-type RestartStrategy = coordinator.RestartStrategy
-
 func (c *CheckpointConfig) coordinatorConfig() coordinator.Config {
 	return coordinator.Config{Interval: c.Interval, Mode: c.Mode, MinPause: c.MinPause, Timeout: c.Timeout,
 		MaxConcurrent: c.MaxConcurrent, TolerableFailures: c.TolerableFailures, Retained: c.Retained, RetainOnCancel: c.RetainOnCancel,
@@ -117,11 +114,4 @@ func WithRestoreFrom(path string) Option {
 // CheckpointConfig.Storage the storage decides where checkpoints go.
 func WithJobID(id string) Option {
 	return optionFunc(func(cfg *config) { cfg.jobID = id })
-}
-
-// WithRestartStrategy sets how a failed job restarts (default with
-// checkpointing: fixed delay, unlimited attempts, no delay would spin, so
-// 10 attempts with 100 ms delay; without checkpointing: no restart).
-func WithRestartStrategy(s RestartStrategy) Option {
-	return optionFunc(func(cfg *config) { cfg.restart = s })
 }

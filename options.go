@@ -101,6 +101,9 @@ func (c *config) validate() error {
 			return err
 		}
 	}
+	if c.restart != nil && c.ckpt == nil {
+		return errRestartWithoutCheckpoints
+	}
 	if c.jobID != "" {
 		if err := state.ValidJobID(c.jobID); err != nil {
 			return fmt.Errorf("weir: WithJobID: %w", err)
