@@ -276,22 +276,6 @@ func (o *broadcastProcessOp[In, BC, Out]) SnapshotState(barrier.CheckpointID) er
 	return o.states.Snapshot(o.ctx.OperatorState)
 }
 
-// done returns what a call of a user function (with collector out and
-// context rc) ended with: its error (named for o), or the first error of
-// what it emitted.
-func done[Out any](o *opBase, out *Collector[Out], rc *RuntimeContext, err error) error {
-	if err != nil {
-		out.err, rc.err = nil, nil
-		return o.fail(err)
-	}
-	err = out.err
-	if err == nil {
-		err = rc.err
-	}
-	out.err, rc.err = nil, nil
-	return err
-}
-
 // KeyedBroadcastProcessFunction processes a keyed stream connected to a
 // broadcast stream (Flink's KeyedBroadcastProcessFunction).
 // ProcessElement gets the values of the subtask's keys, with the key's
@@ -350,15 +334,15 @@ func KeyedBroadcastProcess[K, In, BC, Out any](ks *KeyedStream[In, K], bs *Broad
 
 type keyedBroadcastOp[K, In, BC, Out any] struct {
 	opBase
-	kc      *keyContext[In, K]
-	fn      KeyedBroadcastProcessFunction[K, In, BC, Out]
-	onTimer TimerFunction[K, Out]
-	names   []string
-	out     *Collector[Out]
-	rc      *RuntimeContext
-	core    *join.KeyedBroadcast
-	bctx    *BroadcastContext[K]
-	sides   *sideCollectors
+	kc     *keyContext[In, K]
+	fn     KeyedBroadcastProcessFunction[K, In, BC, Out]
+	firing keyedTimers[K, Out]
+	names  []string
+	out    *Collector[Out]
+	rc     *RuntimeContext
+	core   *join.KeyedBroadcast
+	bctx   *BroadcastContext[K]
+	sides  *sideCollectors
 }
 
 func (o *keyedBroadcastOp[K, In, BC, Out]) Open(ctx *task.OperatorContext) (err error) {
@@ -376,14 +360,9 @@ func (o *keyedBroadcastOp[K, In, BC, Out]) Open(ctx *task.OperatorContext) (err 
 	o.rc = &RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, keyed: ctx.Keyed, operator: ctx.OperatorState,
 		timers: &TimerService{svc: core.Timers(), ctx: ctx, noKey: core.Broadcasting}, ts: eventtime.NoTimestamp, sides: o.sides,
 		broadcast: &broadcastContext{states: core.States, names: o.names, handles: map[string]any{}}}
-	o.onTimer, _ = o.fn.(TimerFunction[K, Out])
-	if err := o.fn.Open(o.rc); err != nil {
-		return err
-	}
-	if t, ok := core.Timers().NextProcessingTime(); ok {
-		ctx.RequestProcessingTime(t)
-	}
-	return nil
+	o.firing = newKeyedTimers(&o.opBase, "keyed broadcast process function", o.fn, o.kc.kc, func(k K) { o.kc.key = k }, o.out, o.rc, core.Timers())
+	o.firing.before = func() { core.States.SetWritable(false) }
+	return o.firing.open(o.fn.Open(o.rc))
 }
 
 func (o *keyedBroadcastOp[K, In, BC, Out]) process1(v In, ts int64, g int) error {
@@ -410,7 +389,7 @@ func (o *keyedBroadcastOp[K, In, BC, Out]) SnapshotState(barrier.CheckpointID) e
 func (o *keyedBroadcastOp[K, In, BC, Out]) ProcessWatermark(wm int64) (_ bool, err error) {
 	o.enter()
 	defer o.catch(&err)
-	return true, o.core.AdvanceWatermark(wm, func(t eventtime.Timer) error { return o.fire(t, EventTime, t.Timestamp) })
+	return true, o.core.AdvanceWatermark(wm, o.firing.eventTime)
 }
 
 func (o *keyedBroadcastOp[K, In, BC, Out]) ProcessWatermarkStatus(eventtime.Status) (bool, error) {
@@ -420,29 +399,5 @@ func (o *keyedBroadcastOp[K, In, BC, Out]) ProcessWatermarkStatus(eventtime.Stat
 func (o *keyedBroadcastOp[K, In, BC, Out]) OnProcessingTime(now int64) (err error) {
 	o.enter()
 	defer o.catch(&err)
-	timers := o.core.Timers()
-	if err := timers.AdvanceProcessingTime(now, func(t eventtime.Timer) error {
-		return o.fire(t, ProcessingTime, eventtime.NoTimestamp)
-	}); err != nil {
-		return err
-	}
-	if t, ok := timers.NextProcessingTime(); ok {
-		o.rc.timers.ctx.RequestProcessingTime(t)
-	}
-	return nil
-}
-
-// fire calls OnTimer for timer t, with the keyed state scoped to its key.
-func (o *keyedBroadcastOp[K, In, BC, Out]) fire(t eventtime.Timer, d TimeDomain, outTS int64) error {
-	if o.onTimer == nil {
-		return o.fail(fmt.Errorf("a %s timer fired, but the keyed broadcast process function has no OnTimer (implement weir.TimerFunction)", d))
-	}
-	key, err := o.kc.kc.Decode(t.Key)
-	if err != nil {
-		return o.fail(fmt.Errorf("decoding the key of a timer: %w", err))
-	}
-	o.kc.key = key
-	o.out.ts, o.rc.ts = outTS, t.Timestamp
-	o.core.States.SetWritable(false)
-	return done(&o.opBase, o.out, o.rc, o.onTimer.OnTimer(key, t.Timestamp, d, o.out))
+	return o.firing.advanceProcessingTime(now)
 }
