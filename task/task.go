@@ -370,7 +370,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			if t.ckpt != nil {
 				t.ckpt.cfg.Responder.Finished(t.cfg.Key)
 			}
-		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		case canceledBy(t.parentCtx, err):
 			t.setState(Canceled)
 		default:
 			t.setState(Failed)
@@ -412,6 +412,18 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		return err
 	}
 	return t.finish(ctx)
+}
+
+// canceledBy reports whether err, a task's outcome, is its cancellation:
+// parent (Run's context) ended, and err is what its end made the task
+// return (its Err or its cause). An error that wraps context.Canceled
+// while parent is live is the task's own failure (a user function's call
+// that gave up), not a cancellation.
+func canceledBy(parent context.Context, err error) bool {
+	if parent.Err() == nil {
+		return false
+	}
+	return errors.Is(err, parent.Err()) || errors.Is(err, context.Cause(parent))
 }
 
 func (t *Task) open() error {

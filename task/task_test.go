@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -175,6 +176,56 @@ func TestCancelledTaskStops(t *testing.T) {
 	tk2.TriggerCheckpoint(barrier.Barrier{ID: 7})
 	require.Len(t, a.declined, 1)
 	requireDeclined(t, a.declined[0], barrier.DeclineTaskFinished)
+}
+
+// errSource fails its first poll with err, after calling before.
+type errSource struct {
+	err    error
+	before func()
+}
+
+func (s *errSource) PollNext() (SourceStatus, error) {
+	if s.before != nil {
+		s.before()
+	}
+	return MoreAvailable, s.err
+}
+
+func (s *errSource) Available() <-chan struct{} { return nil }
+
+// The outcome comes from Run's context: an error that wraps
+// context.Canceled while the context is live is the task's failure; once
+// the context ended (with a cause or not), the same error is the
+// cancellation's consequence.
+func TestOutcomeDecidedByRunsContext(t *testing.T) {
+	lookup := fmt.Errorf("lookup: %w", context.Canceled)
+	for name, c := range map[string]struct {
+		err    error
+		cancel func(context.CancelCauseFunc)
+		want   State
+	}{
+		"wraps Canceled, context live":         {err: lookup, want: Failed},
+		"wraps DeadlineExceeded, context live": {err: fmt.Errorf("rpc: %w", context.DeadlineExceeded), want: Failed},
+		"plain error, context live":            {err: errors.New("boom"), want: Failed},
+		"context canceled":                     {err: context.Canceled, cancel: func(c context.CancelCauseFunc) { c(nil) }, want: Canceled},
+		"context canceled with a cause":        {err: context.Canceled, cancel: func(c context.CancelCauseFunc) { c(errors.New("other task failed")) }, want: Canceled},
+		"the cause itself":                     {err: lookup, cancel: func(c context.CancelCauseFunc) { c(lookup) }, want: Canceled},
+		"plain error after the context's end":  {err: errors.New("boom"), cancel: func(c context.CancelCauseFunc) { c(nil) }, want: Failed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			src := &errSource{err: c.err}
+			if c.cancel != nil {
+				src.before = func() { c.cancel(cancel) }
+			}
+			tk, err := New(Config{Name: "src", Source: src})
+			require.NoError(t, err)
+			err = tk.Run(ctx)
+			require.ErrorIs(t, err, c.err)
+			require.Equal(t, c.want, tk.State())
+		})
+	}
 }
 
 type finishHook struct {

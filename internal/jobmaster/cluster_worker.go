@@ -265,18 +265,26 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 	go func() {
 		defer close(a.done)
 		defer cancel(nil)
-		_ = dep.Run(actx, func(k state.TaskKey, err error) {
-			m := cluster.TaskMetricsFrom(a.byKey[k].Metrics())
+		err := dep.Run(actx, func(k state.TaskKey, err error) {
+			t := a.byKey[k]
+			m := cluster.TaskMetricsFrom(t.Metrics())
 			s := &cluster.TaskStatus{Attempt: d.Attempt, Task: k, State: cluster.Finished, Metrics: &m}
-			switch {
-			case err == nil:
-			case errors.Is(err, context.Canceled):
-				s.State = cluster.Canceled
-			default:
+			if err != nil {
+				// The task decided from its context whether it was
+				// canceled or failed (an error wrapping
+				// context.Canceled is a failure while the attempt runs).
 				s.State, s.Error = cluster.Failed, err.Error()
+				if t.State() == task.Canceled {
+					s.State = cluster.Canceled
+				}
 			}
 			w.send(ctx, cluster.WorkerMessage{TaskStatus: s})
 		})
+		if err != nil && actx.Err() == nil {
+			// Each task's status carried its own error; this is the
+			// attempt's, as this worker saw it.
+			w.log.Info("attempt ended here with a failure", zap.Uint64("attempt", uint64(d.Attempt)), zap.Error(err))
+		}
 	}()
 }
 
