@@ -120,6 +120,9 @@ func Deploy(g *graph.JobGraph, cfg Config, pool *buffer.GlobalPool, ck *task.Che
 	b := &builder{g: g, cfg: &cfg, pool: pool, ck: ck, restore: restore, pl: pl,
 		d: &Deployment{}, parts: map[partitionKey]*network.ResultPartition{}}
 	if pl.Net != nil {
+		if err := pl.Net.Err(); err != nil {
+			return nil, err
+		}
 		pl.Net.dropFailed() // the previous attempt is over
 		b.d.net = &exchanges{dp: pl.Net, pool: pool}
 	}
@@ -375,6 +378,16 @@ func (d *Deployment) Run(ctx context.Context, ended func(k state.TaskKey, err er
 		var watch sync.WaitGroup
 		watch.Go(func() {
 			select {
+			case <-d.net.dp.Failed():
+				// Consumers elsewhere cannot reach this process's
+				// partitions: the attempt fails over.
+				mu.Lock()
+				if first == nil {
+					first = d.net.dp.Err()
+				}
+				mu.Unlock()
+				cancel(d.net.dp.Err())
+				d.net.closeConnections()
 			case <-tctx.Done():
 				d.net.closeConnections()
 			case <-done:

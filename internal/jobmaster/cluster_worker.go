@@ -31,8 +31,9 @@ var ErrOtherJob = errors.New("weir: worker: this process built a different job t
 // coordinator deploys here, serves their output to the other workers and
 // reads theirs. It returns nil when the coordinator shuts it down (the job
 // ended), ctx.Err() when ctx ends, or an error when the coordinator is
-// lost.
-func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) error {
+// lost or the data plane's listener failed (the coordinator then fails
+// the attempt over to the other workers).
+func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) (err error) {
 	if spec.Logger == nil {
 		spec.Logger = zap.NewNop()
 	}
@@ -64,15 +65,33 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) error {
 		}
 		w.commands.close()
 		w.stopAttempt()
-		dp.Close()
+		if cerr := dp.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
 		deploy.CheckLeaks(pool, w.log)
 	}()
+	// A data plane that stops accepting connections ends the worker: the
+	// coordinator loses it and fails the attempt over to the others.
+	ctx, cancel := context.WithCancelCause(ctx)
+	var watch sync.WaitGroup
+	defer watch.Wait()
+	defer cancel(nil)
+	watch.Go(func() {
+		select {
+		case <-dp.Failed():
+			cancel(dp.Err())
+		case <-ctx.Done():
+		}
+	})
 	err = cluster.RunWorker(ctx, cluster.WorkerConfig{Coordinator: wc.Coordinator, TLS: wc.TLS, Token: wc.Token,
 		Register: cluster.Register{WorkerID: wc.ID, DataAddr: dp.Addr(),
 			Fingerprint: fingerprint(spec.Graph, checkpointMode(&spec))},
 		HeartbeatInterval: wc.HeartbeatInterval, HeartbeatTimeout: wc.HeartbeatTimeout, Logger: spec.Logger}, w)
 	if errors.Is(err, cluster.ErrRejected) && status.Code(err) == codes.FailedPrecondition {
 		return fmt.Errorf("%w: %w", ErrOtherJob, err)
+	}
+	if derr := dp.Err(); derr != nil {
+		return derr
 	}
 	return err
 }

@@ -107,7 +107,7 @@ func (j *Job) Wait() (*Result, error) {
 }
 
 // run runs the job in this process, or as the coordinator of a cluster.
-func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result) error {
+func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result) (err error) {
 	if spec.Cluster != nil {
 		// Tasks and their network memory live on the workers.
 		return runCluster(ctx, spec, ck, status, res)
@@ -127,7 +127,12 @@ func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, 
 		if err != nil {
 			return err
 		}
-		defer dp.Close() // before the leak check: connections hold segments
+		defer func() {
+			// Before the leak check: connections hold segments.
+			if cerr := dp.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 		pl.Net, pl.ViaTCP = dp, true
 	}
 	if ck == nil {
