@@ -202,6 +202,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 	running := new(task.CurrentOperator)
 	var nextIn any
 	var headProbe Probe // the chain head's, under a harness
+	var headSub *graph.Subtask
 	for k := len(v.Nodes) - 1; k >= 0; k-- {
 		n := v.Nodes[k]
 		var outs []any
@@ -234,6 +235,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 			out = n.Fanout(outs)
 		}
 		sub := &graph.Subtask{Node: n, Index: i, Parallelism: v.Parallelism, MaxParallelism: b.g.MaxParallelism, Running: running}
+		headSub = sub
 		if len(sides) > 0 {
 			sub.Sides = make([]any, len(sides))
 			for s, ws := range sides {
@@ -291,7 +293,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 			return nil, fmt.Errorf("weir: deploying %s: %w", tname, err)
 		}
 		cfg.Gate = network.NewInputGate(tname, chans)
-		cfg.Input = v.Nodes[0].Decoder(nextIn, v.Parallelism)
+		cfg.Input = v.Nodes[0].Decoder(nextIn, headSub)
 		if d := b.cfg.Debloat; d != nil {
 			dc := *d
 			if dc.MaxSize == 0 {

@@ -48,9 +48,9 @@ type Node struct {
 	// collector (a task.Source for a source) and the task-level operator.
 	Instantiate func(sub *Subtask, out any) (in any, op task.Operator, err error)
 	// Decoder wraps the node's input collector in a record processor that
-	// decodes serialized records of its input type (chain heads only);
-	// parallelism is the node's.
-	Decoder func(in any, parallelism int) task.RecordProcessor
+	// decodes serialized records of its input type (chain heads only),
+	// for the node's subtask sub.
+	Decoder func(in any, sub *Subtask) task.RecordProcessor
 	// Fanout combines several collectors of the node's output type.
 	Fanout func(outs []any) any
 	// NewWriter makes a collector that serializes the node's output into
