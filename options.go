@@ -32,7 +32,7 @@ type config struct {
 	restoreFrom      string
 	cluster          *ClusterConfig
 	debloat          *DebloatConfig
-	stateBackend     StateBackend // nil: heap
+	stateBackend     StateBackend // nil: the default, see backend
 	// watermarkInterval is how often watermark generators emit
 	// periodically (0: never).
 	watermarkInterval time.Duration
@@ -94,10 +94,8 @@ func (c *config) validate() error {
 			return fmt.Errorf("weir: buffer debloating: %w", err)
 		}
 	}
-	if c.stateBackend != nil {
-		if err := c.stateBackend.validate(); err != nil {
-			return err
-		}
+	if err := c.backend().validate(); err != nil {
+		return err
 	}
 	if c.restoreFrom != "" && c.ckpt == nil {
 		return errors.New("weir: WithRestoreFrom needs WithCheckpointing")

@@ -18,7 +18,6 @@ import (
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/network/debloat"
 	"github.com/weirstream/weir/state"
-	"github.com/weirstream/weir/state/heap"
 )
 
 // DefaultBufferTimeout bounds how long a partially filled output buffer
@@ -77,7 +76,8 @@ type Config struct {
 	// MaxParallelism is the number of key groups (default 128).
 	MaxParallelism int
 	// NewKeyedBackend creates the keyed state backend of a keyed operator
-	// for subtask index of parallelism (default: the in-memory backend).
+	// for subtask index of parallelism; required when an operator is
+	// keyed (the root package decides the default backend).
 	NewKeyedBackend func(maxParallelism, parallelism, index int) (state.KeyedBackend, error)
 	// Restore, when set, starts the task from a checkpoint.
 	Restore *RestoreConfig
@@ -166,8 +166,10 @@ func New(cfg Config) (*Task, error) {
 		return nil, fmt.Errorf("task %s: %w", cfg.Name, err)
 	}
 	if cfg.NewKeyedBackend == nil {
-		cfg.NewKeyedBackend = func(maxPar, par, index int) (state.KeyedBackend, error) {
-			return heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Logger: cfg.Logger})
+		for _, op := range cfg.Operators {
+			if op.Keyed() {
+				return nil, fmt.Errorf("task %s: keyed operator %s without a keyed state backend (NewKeyedBackend)", cfg.Name, op.Name())
+			}
 		}
 	}
 	t := &Task{cfg: cfg, log: cfg.Logger.With(zap.String("task", cfg.Name)), mail: newMailbox()}

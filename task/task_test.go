@@ -99,6 +99,9 @@ func TestConfigErrors(t *testing.T) {
 	require.Error(t, err)
 	_, err = New(Config{Name: "x", Source: &countSource{}, Parallelism: 200})
 	require.Error(t, err, "parallelism above max parallelism")
+	// The task has no default state backend: the root package decides it.
+	_, err = New(Config{Name: "x", Source: &countSource{}, Operators: []Operator{&keyedTestOp{}}})
+	require.ErrorContains(t, err, "without a keyed state backend")
 }
 
 func TestSourceTaskRunsToEndAndClosesOperators(t *testing.T) {

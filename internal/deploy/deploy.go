@@ -14,7 +14,6 @@ import (
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/network/debloat"
 	"github.com/weirstream/weir/state"
-	"github.com/weirstream/weir/state/heap"
 	"github.com/weirstream/weir/task"
 )
 
@@ -31,7 +30,7 @@ type Config struct {
 	MaxRecordSize int
 	Logger        *zap.Logger
 	// NewKeyedBackend creates the keyed state backend of a keyed operator
-	// (nil: the in-memory heap backend).
+	// (required: the root package decides the default).
 	NewKeyedBackend func(maxParallelism, parallelism, index int) (state.KeyedBackend, error)
 	// Harness, if set, probes every operator subtask (test harnesses
 	// only; see Harness).
@@ -43,18 +42,6 @@ type Config struct {
 	// broadcast exchanges unaligned too; without it their barriers stay in
 	// band, as in Flink.
 	ForceUnaligned bool
-}
-
-// keyedBackend returns the backend factory: c.NewKeyedBackend or the heap
-// backend.
-func (c *Config) keyedBackend() func(maxPar, par, index int) (state.KeyedBackend, error) {
-	if c.NewKeyedBackend != nil {
-		return c.NewKeyedBackend
-	}
-	log := c.Logger
-	return func(maxPar, par, index int) (state.KeyedBackend, error) {
-		return heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Logger: log})
-	}
 }
 
 // NewNetworkPool creates a process's network buffer pool.
@@ -111,6 +98,9 @@ type builder struct {
 func Deploy(g *graph.JobGraph, cfg Config, pool *buffer.GlobalPool, ck *task.CheckpointConfig, restore *RestorePoint, pl *Placement) (*Deployment, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if cfg.NewKeyedBackend == nil {
+		return nil, errors.New("weir: deploy: no keyed state backend factory (Config.NewKeyedBackend)")
 	}
 	if restore != nil {
 		if err := restore.Check(g); err != nil {
@@ -276,7 +266,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		FlushAlways:     b.cfg.FlushAlways,
 		MaxRecordSize:   b.cfg.MaxRecordSize,
 		MaxParallelism:  b.g.MaxParallelism,
-		NewKeyedBackend: b.cfg.keyedBackend(),
+		NewKeyedBackend: b.cfg.NewKeyedBackend,
 	}
 	if v.IsSource() {
 		src, ok := nextIn.(task.Source)
