@@ -71,6 +71,11 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 	if err := c.validate(); err != nil {
 		return jobmaster.Spec{}, err
 	}
+	for _, check := range e.checks {
+		if err := check(); err != nil {
+			return jobmaster.Spec{}, err
+		}
+	}
 	g, err := graph.Build(e.nodes, graph.Config{Parallelism: c.parallelism, MaxParallelism: c.maxParallelism, Chaining: c.chaining})
 	if err != nil {
 		return jobmaster.Spec{}, err

@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/weirstream/weir/barrier"
@@ -8,7 +9,6 @@ import (
 	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
-	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/state/heap"
 	"github.com/weirstream/weir/task"
@@ -41,11 +41,7 @@ func (ks *KeyedStream[T, K]) keyHasher() func(T) uint64 {
 func keyedOp[T, K, Out any](ks *KeyedStream[T, K], name string, build func(rc *graph.Subtask, kc *keyContext[T, K], next collector[Out]) (collector[T], task.Operator, error)) *Stream[Out] {
 	s := ks.s
 	n := s.env.addNode(&graph.Node{Name: name, Keyed: true})
-	e := &graph.Edge{From: s.n, To: n, Partitioning: network.Hash}
-	n.Input = e
-	s.n.Outputs = append(s.n.Outputs, e)
-	e.KeyHash = ks.keyHasher // a factory: each writer gets its own scratch
-	setKeyedInput(n, s)
+	connectInput(s, n, 0, ks.keyHasher)
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[Out])
 		if next == nil {
@@ -191,13 +187,18 @@ func (c *Collector[T]) Emit(v T) {
 }
 
 // RuntimeContext gives a user function its subtask, its state and, for
-// keyed process functions, its timers.
+// process functions, its timers and side outputs.
 type RuntimeContext struct {
 	Subtask     int
 	Parallelism int
 	keyed       state.KeyedBackend
+	operator    *state.OperatorBackend
 	timers      *TimerService
 	ts          int64 // of the value being processed, or the firing timer
+	sides       *sideCollectors
+	// err is the first error of what the function emitted to side
+	// outputs (Output) in the current call; the operator returns it.
+	err error
 }
 
 // Timestamp returns the event timestamp of the value being processed, or
@@ -205,9 +206,10 @@ type RuntimeContext struct {
 // has none).
 func (c *RuntimeContext) Timestamp() int64 { return c.ts }
 
-// Timers returns the timer service of a keyed process function: timers it
-// registers fire OnTimer (see TimerFunction) for the current key. Nil
-// outside keyed process functions.
+// Timers returns the timer service of a process function: timers a keyed
+// one registers fire OnTimer (see TimerFunction) for the current key; a
+// CoProcessFunction's are processing-time timers of its subtask
+// (ProcessingTimerFunction). Nil for other functions.
 func (c *RuntimeContext) Timers() *TimerService { return c.timers }
 
 // TimeDomain says which clock a timer follows.
@@ -244,25 +246,40 @@ type TimerFunction[K, Out any] interface {
 // processing-time timers that came due while the job was down fire on
 // restore.
 type TimerService struct {
-	svc *eventtime.TimerService
+	svc *eventtime.TimerService // keyed timers; nil for a non-keyed function
+	op  *operatorTimers         // a non-keyed function's processing-time timers
+	wm  *int64                  // a non-keyed operator's event time
 	ctx *task.OperatorContext
 }
+
+// ErrEventTimeTimerNotKeyed is returned by the event-time methods of a
+// non-keyed function's TimerService: event-time timers belong to a key
+// (KeyBy the inputs and use KeyedCoProcess or KeyedBroadcastProcess).
+var ErrEventTimeTimerNotKeyed = errors.New("weir: event-time timers need a keyed stream")
 
 // RegisterEventTimeTimer sets a timer that fires when the watermark
 // reaches ts.
 func (t *TimerService) RegisterEventTimeTimer(ts int64) error {
+	if t.svc == nil {
+		return ErrEventTimeTimerNotKeyed
+	}
 	return t.svc.RegisterEventTimeTimer(ts, nil)
 }
 
 // DeleteEventTimeTimer removes an event-time timer (missing: no error).
 func (t *TimerService) DeleteEventTimeTimer(ts int64) error {
+	if t.svc == nil {
+		return ErrEventTimeTimerNotKeyed
+	}
 	return t.svc.DeleteEventTimeTimer(ts, nil)
 }
 
 // RegisterProcessingTimeTimer sets a timer that fires when the clock (unix
 // ms) reaches ts.
 func (t *TimerService) RegisterProcessingTimeTimer(ts int64) error {
-	if err := t.svc.RegisterProcessingTimeTimer(ts, nil); err != nil {
+	if t.svc == nil {
+		t.op.add(ts)
+	} else if err := t.svc.RegisterProcessingTimeTimer(ts, nil); err != nil {
 		return err
 	}
 	t.ctx.RequestProcessingTime(ts)
@@ -272,12 +289,21 @@ func (t *TimerService) RegisterProcessingTimeTimer(ts int64) error {
 // DeleteProcessingTimeTimer removes a processing-time timer (missing: no
 // error).
 func (t *TimerService) DeleteProcessingTimeTimer(ts int64) error {
+	if t.svc == nil {
+		t.op.remove(ts)
+		return nil
+	}
 	return t.svc.DeleteProcessingTimeTimer(ts, nil)
 }
 
 // CurrentWatermark returns the operator's event time: the last watermark
 // it received (math.MinInt64 before the first).
-func (t *TimerService) CurrentWatermark() int64 { return t.svc.CurrentWatermark() }
+func (t *TimerService) CurrentWatermark() int64 {
+	if t.svc == nil {
+		return *t.wm
+	}
+	return t.svc.CurrentWatermark()
+}
 
 // CurrentProcessingTime returns the clock, unix ms.
 func (t *TimerService) CurrentProcessingTime() int64 { return t.ctx.ProcessingTime() }
@@ -296,6 +322,17 @@ func ListState[T any](c *RuntimeContext, name string, vc codec.Codec[T]) (*state
 	return state.GetListState(c.keyed, state.ListDescriptor[T]{Name: name, Codec: vc})
 }
 
+// OperatorListState returns the operator (non-keyed) list state called
+// name of the function's subtask: it is checkpointed with the subtask and,
+// restored at another parallelism, the elements of all old subtasks are
+// split evenly among the new ones (Flink's ListState of an operator).
+func OperatorListState[T any](c *RuntimeContext, name string, vc codec.Codec[T]) (*state.OperatorListState[T], error) {
+	if c.operator == nil {
+		return nil, errors.New("weir: operator state outside an operator")
+	}
+	return state.GetOperatorListState(c.operator, state.ListDescriptor[T]{Name: name, Codec: vc}, state.SplitDistribute)
+}
+
 // MapState returns the keyed map state called name.
 func MapState[UK, V any](c *RuntimeContext, name string, kc codec.Codec[UK], vc codec.Codec[V]) (*state.MapState[UK, V], error) {
 	return state.GetMapState(c.keyed, state.MapDescriptor[UK, V]{Name: name, KeyCodec: kc, ValueCodec: vc})
@@ -305,11 +342,13 @@ func MapState[UK, V any](c *RuntimeContext, name string, kc codec.Codec[UK], vc 
 // state. newFn is called once per subtask (and again after a restart), so
 // each subtask has its own function value.
 func Process[K, In, Out any](ks *KeyedStream[In, K], newFn func() KeyedProcessFunction[K, In, Out]) *Stream[Out] {
-	return keyedOp(ks, "process", func(rc *graph.Subtask, kc *keyContext[In, K], next collector[Out]) (collector[In], task.Operator, error) {
-		o := &processOp[K, In, Out]{opBase: base(rc), kc: kc, fn: newFn(), out: &Collector[Out]{next: next}}
-		o.out.owner = &o.opBase
+	out := keyedOp(ks, "process", func(rc *graph.Subtask, kc *keyContext[In, K], next collector[Out]) (collector[In], task.Operator, error) {
+		o := &processOp[K, In, Out]{opBase: base(rc), kc: kc, fn: newFn(), out: &Collector[Out]{next: next}, sides: newSideCollectors(rc)}
+		o.out.owner, o.sides.owner = &o.opBase, &o.opBase
 		return o, o, nil
 	})
+	out.process = true
+	return out
 }
 
 type processOp[K, In, Out any] struct {
@@ -320,6 +359,7 @@ type processOp[K, In, Out any] struct {
 	out     *Collector[Out]
 	rc      *RuntimeContext
 	timers  *eventtime.TimerService
+	sides   *sideCollectors
 }
 
 func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
@@ -333,8 +373,8 @@ func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 		return err
 	}
 	o.timers = svc
-	o.rc = &RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, keyed: ctx.Keyed,
-		timers: &TimerService{svc: svc, ctx: ctx}, ts: eventtime.NoTimestamp}
+	o.rc = &RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, keyed: ctx.Keyed, operator: ctx.OperatorState,
+		timers: &TimerService{svc: svc, ctx: ctx}, ts: eventtime.NoTimestamp, sides: o.sides}
 	o.onTimer, _ = o.fn.(TimerFunction[K, Out])
 	if err := o.fn.Open(o.rc); err != nil {
 		return err
@@ -354,10 +394,21 @@ func (o *processOp[K, In, Out]) collectInGroup(v In, ts int64, g int) (err error
 		return err
 	}
 	o.out.ts, o.rc.ts = ts, ts
-	if err := o.fn.ProcessElement(o.kc.key, v, o.out); err != nil {
+	return o.done(o.fn.ProcessElement(o.kc.key, v, o.out))
+}
+
+// done returns what a call of the user function ended with: its error,
+// or the first error of what it emitted.
+func (o *processOp[K, In, Out]) done(err error) error {
+	if err != nil {
+		o.out.err, o.rc.err = nil, nil
 		return o.fail(err)
 	}
-	err, o.out.err = o.out.err, nil
+	err = o.out.err
+	if err == nil {
+		err = o.rc.err
+	}
+	o.out.err, o.rc.err = nil, nil
 	return err
 }
 
@@ -406,9 +457,5 @@ func (o *processOp[K, In, Out]) fire(t eventtime.Timer, d TimeDomain, outTS int6
 	}
 	o.kc.key = key
 	o.out.ts, o.rc.ts = outTS, t.Timestamp
-	if err := o.onTimer.OnTimer(key, t.Timestamp, d, o.out); err != nil {
-		return o.fail(err)
-	}
-	err, o.out.err = o.out.err, nil
-	return err
+	return o.done(o.onTimer.OnTimer(key, t.Timestamp, d, o.out))
 }

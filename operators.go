@@ -159,7 +159,6 @@ func (o *flatMapOp[In, Out]) collect(v In, ts int64) (err error) {
 func addOp[In, Out any](s *Stream[In], name string, build func(rc *graph.Subtask, next collector[Out]) (collector[In], task.Operator)) *Stream[Out] {
 	n := s.env.addNode(&graph.Node{Name: name})
 	connect(s, n)
-	setInput(n, s)
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[Out])
 		if next == nil {

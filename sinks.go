@@ -39,7 +39,6 @@ func (s *Sink) UID(id string) *Sink { s.n.UID = id; return s }
 func addSink[T any](s *Stream[T], name string, build func(rc *graph.Subtask) (collector[T], task.Operator, error)) *Sink {
 	n := s.env.addNode(&graph.Node{Name: name})
 	connect(s, n)
-	setInput(n, s)
 	n.Instantiate = func(rc *graph.Subtask, _ any) (any, task.Operator, error) {
 		return build(rc)
 	}

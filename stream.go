@@ -18,9 +18,10 @@ import (
 // dataflow graph. Build streams from it, then call Execute. An Environment
 // runs one job; it is not safe for concurrent use while building.
 type Environment struct {
-	cfg   config
-	nodes []*graph.Node
-	final *jobmaster.FinalCommits // two-phase-commit sinks' end-of-job commits
+	cfg    config
+	nodes  []*graph.Node
+	checks []func() error          // see check
+	final  *jobmaster.FinalCommits // two-phase-commit sinks' end-of-job commits
 }
 
 // NewEnvironment returns an environment with the given options. Invalid
@@ -35,6 +36,10 @@ func NewEnvironment(opts ...Option) *Environment {
 
 // fail records an error that Execute reports.
 func (e *Environment) fail(err error) { e.cfg.errs = append(e.cfg.errs, err) }
+
+// check adds a check that Execute runs once the job is built (the
+// operators named as they end up).
+func (e *Environment) check(fn func() error) { e.checks = append(e.checks, fn) }
 
 func (e *Environment) addNode(n *graph.Node) *graph.Node {
 	n.ID = len(e.nodes)
@@ -58,6 +63,14 @@ type Stream[T any] struct {
 	// timestamped streams carry an event timestamp with every value
 	// across task boundaries (AssignTimestamps and what follows it).
 	timestamped bool
+	// side is the side output of n that the stream is (0: its main
+	// output).
+	side int
+	// union holds the streams a union unites (n is nil then).
+	union []*Stream[T]
+	// process marks the output of a process function, which may have
+	// side outputs (SideOutput).
+	process bool
 }
 
 func newStream[T any](env *Environment, n *graph.Node) *Stream[T] {
@@ -129,20 +142,39 @@ func newStampedOut[T any](c codec.Codec[T], keyHash func(T) uint64, e *graph.Edg
 // Name sets the name of the operator that produces s (for logs, metrics and
 // errors) and returns s.
 func (s *Stream[T]) Name(name string) *Stream[T] {
+	if s.notOperator("Name") {
+		return s
+	}
 	s.n.Name = name
 	return s
+}
+
+// notOperator reports (and records for Execute) that s, a union, has no
+// operator for what setting asks.
+func (s *Stream[T]) notOperator(setting string) bool {
+	if s.union == nil {
+		return false
+	}
+	s.env.fail(fmt.Errorf("weir: %s of a union: a union is not an operator; set it on the united streams or on their consumer", setting))
+	return true
 }
 
 // UID sets the stable ID under which the producing operator's state is
 // stored in checkpoints. Set it on stateful operators of long-lived jobs so
 // that state survives changes to the graph.
 func (s *Stream[T]) UID(id string) *Stream[T] {
+	if s.notOperator("UID") {
+		return s
+	}
 	s.n.UID = id
 	return s
 }
 
 // Parallelism sets the producing operator's parallelism.
 func (s *Stream[T]) Parallelism(p int) *Stream[T] {
+	if s.notOperator("Parallelism") {
+		return s
+	}
 	if p < 1 {
 		s.env.cfg.errs = append(s.env.cfg.errs, fmt.Errorf("weir: operator %s: parallelism %d must be at least 1", s.n.Name, p))
 	}
@@ -155,6 +187,9 @@ func (s *Stream[T]) Parallelism(p int) *Stream[T] {
 // have codecs already.
 func (s *Stream[T]) WithCodec(c codec.Codec[T]) *Stream[T] {
 	s.codec = c
+	for _, p := range s.union {
+		p.codec = c
+	}
 	return s
 }
 
@@ -173,21 +208,43 @@ func (s *Stream[T]) Broadcast() *Stream[T] {
 	return &c
 }
 
-// connect adds node to as a consumer of s.
-func connect[T any](s *Stream[T], to *graph.Node) {
-	e := &graph.Edge{From: s.n, To: to}
-	if s.partSet {
-		e.Partitioning = s.part
+// connect adds node to as the consumer of s on its input 0.
+func connect[T any](s *Stream[T], to *graph.Node) { connectInput(s, to, 0, nil) }
+
+// connectInput adds the edges that feed input `input` of node `to` with
+// the values of s: every edge of the job graph is made here. A union has
+// one edge per stream it unites; s's partitioning (Rebalance, Broadcast)
+// applies to each, else each stream's own, else forward. With keyHash
+// (a factory: each writer gets its own scratch space) the edges are
+// keyed: hash-partitioned, their records carry their key group to a
+// consumer with several subtasks (keyGroupPrefix), and its decoder hands
+// the group to the keyed operator.
+func connectInput[T any](s *Stream[T], to *graph.Node, input int, keyHash func() func(T) uint64) {
+	for _, p := range s.parts() {
+		e := &graph.Edge{From: p.n, To: to, Input: input, Side: p.side, Partitioning: network.Forward}
+		switch {
+		case keyHash != nil:
+			e.Partitioning, e.KeyHash = network.Hash, keyHash
+		case s.partSet:
+			e.Partitioning = s.part
+		case p.partSet:
+			e.Partitioning = p.part
+		}
+		e.Decoder = decoderFor(p)
+		if keyHash != nil {
+			e.Decoder = keyedDecoderFor(p)
+		}
+		e.ProbeInput = probeCollector[T]
+		graph.Connect(e)
 	}
-	to.Input = e
-	s.n.Outputs = append(s.n.Outputs, e)
 }
 
-// setInput makes n read values of s: its decoder (used when n heads a
-// chain) and its input probe (used under a test harness).
-func setInput[T any](n *graph.Node, s *Stream[T]) {
-	n.Decoder = decoderFor(s)
-	n.ProbeInput = probeCollector[T]
+// parts returns the streams s unites (s itself unless it is a union).
+func (s *Stream[T]) parts() []*Stream[T] {
+	if s.union != nil {
+		return s.union
+	}
+	return []*Stream[T]{s}
 }
 
 // keyGroupPrefix reports whether a writer into p puts key groups before
@@ -196,11 +253,11 @@ func keyGroupPrefix(keyed bool, p *network.ResultPartition) bool {
 	return keyed && p.NumSubpartitions() > 1
 }
 
-// setKeyedInput makes keyed operator n read values of s over a keyed edge
-// (setInput's, for records preceded by their key group when n has
-// several subtasks: keyGroupPrefix).
-func setKeyedInput[T any](n *graph.Node, s *Stream[T]) {
-	n.Decoder = func(in any, sub *graph.Subtask) task.RecordProcessor {
+// keyedDecoderFor returns the decoder of a keyed edge carrying s: records
+// preceded by their key group when the keyed consumer has several
+// subtasks.
+func keyedDecoderFor[T any](s *Stream[T]) func(in any, sub *graph.Subtask) task.RecordProcessor {
+	return func(in any, sub *graph.Subtask) task.RecordProcessor {
 		if sub.Parallelism == 1 {
 			return decoderFor(s)(in, sub)
 		}
@@ -209,7 +266,6 @@ func setKeyedInput[T any](n *graph.Node, s *Stream[T]) {
 		return newKeyedHead(s.codec, s.timestamped, next, kn,
 			keygroup.RangeFor(sub.MaxParallelism, sub.Parallelism, sub.Index))
 	}
-	n.ProbeInput = probeCollector[T]
 }
 
 // decoderFor returns the closure that turns a collector[T] into a record

@@ -195,10 +195,7 @@ func (w *WindowedStream[T, K]) LateData() *Stream[T] {
 	}
 	in := w.ks.s
 	n := env.addNode(&graph.Node{Name: w.node.Name + " late data"})
-	e := &graph.Edge{From: w.node, To: n, Partitioning: network.Forward, Side: 1}
-	n.Input = e
-	w.node.Outputs = append(w.node.Outputs, e)
-	setInput(n, in)
+	connect(&Stream[T]{env: env, n: w.node, codec: in.codec, timestamped: in.timestamped, side: 1}, n)
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[T])
 		if next == nil {
@@ -345,11 +342,7 @@ func addWindowOp[T, K, OUT, R any](w *WindowedStream[T, K], name string, fn wind
 		}
 	}
 	n := env.addNode(&graph.Node{Name: name, Keyed: true})
-	e := &graph.Edge{From: s.n, To: n, Partitioning: network.Hash}
-	n.Input = e
-	s.n.Outputs = append(s.n.Outputs, e)
-	e.KeyHash = ks.keyHasher
-	setKeyedInput(n, s)
+	connectInput(s, n, 0, ks.keyHasher)
 	sideCodec := s.codec
 	n.Sides = []graph.SideOutput{{
 		Fanout: fanoutOf[T],

@@ -171,16 +171,38 @@ func (t *Task) emitStatusFrom(i int, s eventtime.Status) error {
 	return nil
 }
 
-// applyEmission forwards what the valve emitted: its watermark first, then
-// its status change.
-func (t *Task) applyEmission(e eventtime.Emission) error {
-	if e.HasWatermark {
-		if err := t.emitWatermarkFrom(0, e.Watermark); err != nil {
+// applyEmission forwards what the inputs' valve emitted: its watermarks
+// first, then its status change. A watermark the valve does not forward
+// (the task announced idle) still moves the chain head's event time, and
+// goes no further (Flink's outputs drop watermarks while idle).
+func (t *Task) applyEmission(e eventtime.CombinedEmission) error {
+	for _, wm := range e.Watermarks[:e.Count] {
+		var err error
+		if e.Forward {
+			err = t.emitWatermarkFrom(0, wm)
+		} else {
+			err = t.advanceHead(wm)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	if e.StatusChanged {
 		return t.emitStatusFrom(0, e.Status)
+	}
+	return nil
+}
+
+// advanceHead moves the chain head's event time to wm without sending wm
+// on.
+func (t *Task) advanceHead(wm int64) error {
+	if len(t.cfg.Operators) == 0 {
+		return nil
+	}
+	if op, ok := t.cfg.Operators[0].(EventTimeOperator); ok {
+		if _, err := op.ProcessWatermark(wm); err != nil {
+			return t.operatorErr(op, err)
+		}
 	}
 	return nil
 }
@@ -199,9 +221,10 @@ func (t *Task) operatorErr(op Operator, err error) error {
 	return &Error{Task: t.cfg.Name, Operator: op.Name(), Err: err}
 }
 
-// InputWatermark returns the task's combined input watermark
-// (eventtime.MinWatermark for a source task or before any watermark).
-// Only from the task's goroutine, or after Run returned.
+// InputWatermark returns the task's combined input watermark: the
+// minimum over its inputs that are not idle (eventtime.MinWatermark for a
+// source task or before any watermark). Only from the task's goroutine,
+// or after Run returned.
 func (t *Task) InputWatermark() int64 {
 	if t.valve == nil {
 		return eventtime.MinWatermark

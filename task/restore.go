@@ -98,7 +98,7 @@ func (t *Task) processRestored(ch int, b *buffer.Buffer) error {
 			return nil
 		}
 		t.metrics.RecordsIn++
-		if err := t.cfg.Input.ProcessRecord(rec); err != nil {
+		if err := t.chans[ch].proc.ProcessRecord(rec); err != nil {
 			return t.wrapErr(err)
 		}
 	}

@@ -52,10 +52,17 @@ type Config struct {
 
 	// Source is the chain head of a source task.
 	Source Source
-	// Gate and Input are the input of a non-source task: buffers from the
-	// gate are deserialized and handed to Input record by record.
+	// Gate and Input are the input of a non-source task with one input
+	// edge: buffers from the gate are deserialized and handed to Input
+	// record by record.
 	Gate  *network.InputGate
 	Input RecordProcessor
+	// Inputs, instead of Input, split the gate's channels among the
+	// head's input edges, in order: the first Inputs[0].Channels channels
+	// are Inputs[0]'s, and so on. A task with several inputs (a two-input
+	// operator, a union) reads all of them through the one gate and one
+	// barrier handler.
+	Inputs []Input
 	// Operators is the whole chain, head first, for lifecycle and hooks.
 	Operators []Operator
 	// Current, when set, is the chain's mark of the operator running, which
@@ -92,6 +99,19 @@ type Config struct {
 	Debloat *debloat.Config
 }
 
+// Input is one input edge of a task's chain head: Channels consecutive
+// channels of the task's gate, whose records Processor decodes and hands
+// to the head's input Index (0, 1, … for a two-input operator; several
+// edges of a union feed the same Index). Each input index has its own
+// watermark valve, and the head's event time is the minimum over its
+// inputs (eventtime.CombinedValve); an input ends when all its channels
+// did (EndInputOperator).
+type Input struct {
+	Index     int
+	Channels  int
+	Processor RecordProcessor
+}
+
 // Metrics are a task's counters, valid once Run returned.
 type Metrics struct {
 	Name          string
@@ -118,12 +138,14 @@ type Task struct {
 	flushDeadline time.Time
 
 	metrics    Metrics
-	finishedCh int              // channels that delivered end of partition
-	valve      *eventtime.Valve // combines the input channels' watermarks (tasks with a gate)
-	out        outputTime       // watermark and status forwarded to the outputs
-	proc       procTimers       // processing-time callbacks requested by operators
-	ckptNext   int64            // the checkpointer's next timer (unix ms), noTime if none
-	debloat    *debloating      // nil: off
+	finishedCh int                      // channels that delivered end of partition
+	valve      *eventtime.CombinedValve // combines the inputs' watermarks (tasks with a gate)
+	chans      []inputChannel           // per gate channel: its input and record processor
+	inputsLeft []int                    // per input index: channels that did not end yet
+	out        outputTime               // watermark and status forwarded to the outputs
+	proc       procTimers               // processing-time callbacks requested by operators
+	ckptNext   int64                    // the checkpointer's next timer (unix ms), noTime if none
+	debloat    *debloating              // nil: off
 	inputEnded bool
 	fin        finalState
 	ckpt       *checkpointer
@@ -144,8 +166,8 @@ func New(cfg Config) (*Task, error) {
 	if (cfg.Source == nil) == (cfg.Gate == nil) {
 		return nil, fmt.Errorf("task %s: exactly one of source and input gate must be set", cfg.Name)
 	}
-	if cfg.Gate != nil && cfg.Input == nil {
-		return nil, fmt.Errorf("task %s: input gate without record processor", cfg.Name)
+	if cfg.Gate != nil && (cfg.Input == nil) == (len(cfg.Inputs) == 0) {
+		return nil, fmt.Errorf("task %s: an input gate needs exactly one of a record processor and inputs", cfg.Name)
 	}
 	if cfg.BufferTimeout < 0 {
 		return nil, fmt.Errorf("task %s: negative buffer timeout %v", cfg.Name, cfg.BufferTimeout)
@@ -179,11 +201,9 @@ func New(cfg Config) (*Task, error) {
 	t.initLive()
 	t.ckptNext = noTime
 	if cfg.Gate != nil {
-		v, err := eventtime.NewValve(cfg.Gate.NumChannels())
-		if err != nil {
+		if err := t.initInputs(); err != nil {
 			return nil, fmt.Errorf("task %s: %w", cfg.Name, err)
 		}
-		t.valve = v
 		t.deser = make([]*network.Deserializer, cfg.Gate.NumChannels())
 		for i := range t.deser {
 			t.deser[i] = network.NewDeserializer(cfg.Gate.Channel(i).Name(), cfg.MaxRecordSize)
@@ -697,7 +717,6 @@ func (t *Task) wrapErr(err error) error {
 
 func (t *Task) runInput(ctx context.Context) error {
 	gate := t.cfg.Gate
-	in := t.cfg.Input
 	for !t.inputEnded {
 		if err := t.runMails(); err != nil {
 			return err
@@ -730,7 +749,7 @@ func (t *Task) runInput(ctx context.Context) error {
 			continue
 		}
 		t.metrics.BytesIn += int64(b.Len())
-		d := t.deser[ch]
+		d, in := t.deser[ch], t.chans[ch].proc
 		d.SetBuffer(b)
 		n := int64(0)
 		for {
@@ -776,6 +795,9 @@ func (t *Task) handleEvent(ch int, b *buffer.Buffer) error {
 			return &Error{Task: t.cfg.Name, Err: fmt.Errorf("channel %s: end of partition inside a record", t.cfg.Gate.Channel(ch).Name())}
 		}
 		t.finishedCh++
+		if err := t.channelEnded(ch); err != nil {
+			return err
+		}
 		if t.ckpt != nil {
 			// The channel's in-flight data ends here.
 			for id := range t.ckpt.states {
@@ -811,11 +833,11 @@ func (t *Task) handleEvent(ch int, b *buffer.Buffer) error {
 			return t.ckpt.err()
 		}
 	case evWatermark:
-		if wm, ok := t.valve.InputWatermark(eventtime.ChannelIndex(ch), ev.watermark); ok {
-			return t.emitWatermarkFrom(0, wm)
-		}
+		c := t.chans[ch]
+		return t.applyEmission(t.valve.ProcessWatermark(c.input, c.local, ev.watermark))
 	case evWatermarkStatus:
-		return t.applyEmission(t.valve.InputStatus(eventtime.ChannelIndex(ch), ev.status))
+		c := t.chans[ch]
+		return t.applyEmission(t.valve.ProcessStatus(c.input, c.local, ev.status))
 	case evEndOfData:
 	}
 	return nil

@@ -161,7 +161,7 @@ func (b *builder) partitions(v *graph.Vertex, i int) error {
 			return fmt.Errorf("weir: deploying %s: %w", v.TaskName(i), err)
 		}
 		lp.SetOverdraft(network.DefaultOverdraftBuffers)
-		name := fmt.Sprintf("%s -> %s", v.TaskName(i), out.To.Name)
+		name := fmt.Sprintf("%s -> %s", v.TaskName(i), consumerName(out))
 		p, err := network.NewResultPartition(b.pl.PartitionID(b.g, out, i), name, nsub, lp)
 		if err != nil {
 			lp.Close()
@@ -244,7 +244,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		}
 		if p != nil {
 			if !n.Source {
-				in = n.ProbeInput(in, p.Record)
+				in = probeInputs(n, in, p.Record)
 			}
 			op = probeOperator(op, p)
 			if k == 0 {
@@ -278,12 +278,12 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		}
 		cfg.Source = src
 	} else {
-		chans, err := b.inputChannels(v, i)
+		chans, inputs, err := b.inputChannels(v, headSub, nextIn)
 		if err != nil {
 			return nil, fmt.Errorf("weir: deploying %s: %w", tname, err)
 		}
 		cfg.Gate = network.NewInputGate(tname, chans)
-		cfg.Input = v.Nodes[0].Decoder(nextIn, headSub)
+		cfg.Inputs = inputs
 		if d := b.cfg.Debloat; d != nil {
 			dc := *d
 			if dc.MaxSize == 0 {
@@ -301,54 +301,117 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 	return task.New(cfg)
 }
 
-// inputChannels returns the channels of subtask i of v: one per producer
-// subtask it reads, local or remote as the placement says.
-func (b *builder) inputChannels(v *graph.Vertex, i int) ([]network.InputChannel, error) {
-	in := v.Input
-	prod := b.g.VertexOf(in.From)
-	producers, subs := b.g.Producers(in, i)
-	if !b.pl.overTCP(b.g, in) {
-		chans := make([]network.InputChannel, len(producers))
-		for k, j := range producers {
-			p := b.parts[partitionKey{in, j}]
-			chans[k] = network.NewLocalChannel(fmt.Sprintf("%s[%d]", p.Name(), subs[k]), p.Subpartition(subs[k]))
+// consumerName names the consumer of edge e in partition and channel
+// names: with its input when it has several input edges.
+func consumerName(e *graph.Edge) string {
+	if e.To.MultiInput() {
+		return fmt.Sprintf("%s (input %d)", e.To.Name, e.Input+1)
+	}
+	return e.To.Name
+}
+
+// headInput returns the collector of input k of a chain head whose
+// Instantiate returned in.
+func headInput(n *graph.Node, in any, k int) any {
+	if ins, ok := in.([]any); ok && n.NumInputs > 1 {
+		return ins[k]
+	}
+	return in
+}
+
+// probeInputs wraps the input collectors of n (in, as Instantiate
+// returned it) in probes.
+func probeInputs(n *graph.Node, in any, probe func() error) any {
+	ins, ok := in.([]any)
+	if !ok || n.NumInputs <= 1 {
+		return n.Inputs[0].ProbeInput(in, probe)
+	}
+	probed := make([]any, len(ins))
+	for k := range ins {
+		for _, e := range n.Inputs {
+			if e.Input == k {
+				probed[k] = e.ProbeInput(ins[k], probe)
+				break
+			}
 		}
-		return chans, nil
+	}
+	return probed
+}
+
+// inputChannels returns the channels of subtask i of v, over all the
+// head's input edges in order (one channel per producer subtask an edge
+// reads, local or remote as the placement says), and the task's inputs:
+// each edge's share of the channels and its decoder into in, the head's
+// input collectors.
+func (b *builder) inputChannels(v *graph.Vertex, sub *graph.Subtask, in any) ([]network.InputChannel, []task.Input, error) {
+	i := sub.Index
+	var chans []network.InputChannel
+	var inputs []task.Input
+	var rb *network.RemoteBuffers // the gate's receive buffers, shared by its remote channels
+	for _, e := range v.Inputs {
+		prod := b.g.VertexOf(e.From)
+		producers, subs := b.g.Producers(e, i)
+		head := v.Nodes[0]
+		inputs = append(inputs, task.Input{Index: e.Input, Channels: len(producers),
+			Processor: e.Decoder(headInput(head, in, e.Input), sub)})
+		if !b.pl.overTCP(b.g, e) {
+			for k, j := range producers {
+				p := b.parts[partitionKey{e, j}]
+				chans = append(chans, network.NewLocalChannel(fmt.Sprintf("%s[%d]", p.Name(), subs[k]), p.Subpartition(subs[k])))
+			}
+			continue
+		}
+		x := b.d.net
+		if x == nil {
+			return nil, nil, errors.New("remote input, but there is no data plane")
+		}
+		if rb == nil {
+			var err error
+			if rb, err = b.remoteBuffers(v, i); err != nil {
+				return nil, nil, err
+			}
+		}
+		cm, err := x.connections()
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, j := range producers {
+			addr, err := b.pl.dataAddr(prod.TaskKey(j))
+			if err != nil {
+				return nil, nil, err
+			}
+			name := fmt.Sprintf("%s -> %s[%d]", prod.TaskName(j), consumerName(e), subs[k])
+			ch, err := network.NewRemoteChannel(name, cm, rb,
+				network.RemoteChannelConfig{Addr: addr, Partition: b.pl.PartitionID(b.g, e, j), Subpartition: subs[k]})
+			if err != nil {
+				return nil, nil, err
+			}
+			chans = append(chans, ch)
+		}
+	}
+	return chans, inputs, nil
+}
+
+// remoteBuffers makes the receive buffers of subtask i of v's gate: the
+// exclusive buffers of each of its remote channels and the floating
+// buffers they share.
+func (b *builder) remoteBuffers(v *graph.Vertex, i int) (*network.RemoteBuffers, error) {
+	remote := 0
+	for _, e := range v.Inputs {
+		if b.pl.overTCP(b.g, e) {
+			ps, _ := b.g.Producers(e, i)
+			remote += len(ps)
+		}
 	}
 	x := b.d.net
-	if x == nil {
-		return nil, errors.New("remote input, but there is no data plane")
-	}
 	rcfg := network.RemoteBuffersConfig{Exclusive: b.cfg.Exclusive, Floating: b.cfg.Floating, NoFloating: b.cfg.Floating == 0}
-	need := len(producers)*b.cfg.Exclusive + b.cfg.Floating
+	need := remote*b.cfg.Exclusive + b.cfg.Floating
 	lp, err := x.pool.NewLocalPool(need, need)
 	if err != nil {
 		return nil, err
 	}
 	x.rpools = append(x.rpools, lp)
-	rb, err := network.NewRemoteBuffers(lp, rcfg)
-	if err != nil {
-		return nil, err
-	}
-	cm, err := x.connections()
-	if err != nil {
-		return nil, err
-	}
-	chans := make([]network.InputChannel, len(producers))
-	for k, j := range producers {
-		addr, err := b.pl.dataAddr(prod.TaskKey(j))
-		if err != nil {
-			return nil, err
-		}
-		name := fmt.Sprintf("%s -> %s[%d]", prod.TaskName(j), in.To.Name, subs[k])
-		ch, err := network.NewRemoteChannel(name, cm, rb,
-			network.RemoteChannelConfig{Addr: addr, Partition: b.pl.PartitionID(b.g, in, j), Subpartition: subs[k]})
-		if err != nil {
-			return nil, err
-		}
-		chans[k] = ch
-	}
-	return chans, nil
+	return network.NewRemoteBuffers(lp, rcfg)
 }
 
 // Run runs every task of d; the first failure cancels the others and

@@ -74,8 +74,7 @@ func (pl Placement) ForAttempt(n int) *Placement {
 // PartitionID is the ID of producer subtask sub's partition for edge e in
 // this attempt.
 func (pl *Placement) PartitionID(g *graph.JobGraph, e *graph.Edge, sub int) uuid.UUID {
-	from, to := g.EdgeName(e)
-	return uuid.NewSHA1(pl.Job, fmt.Appendf(nil, "%d/%q/%q/%d", pl.Attempt, from, to, sub))
+	return uuid.NewSHA1(pl.Job, fmt.Appendf(nil, "%d/%s/%d", pl.Attempt, g.EdgeName(e), sub))
 }
 
 // overTCP reports whether the partitions of edge e are served over TCP:

@@ -5,12 +5,16 @@
 // A Node is one source, operator or sink as the user API built it. Its
 // typed parts (how it instantiates one subtask, decodes its input, encodes
 // its output) are closures the API sets; this package only looks at the
-// shape of the graph. Build validates the nodes and chains them: a node
-// joins its input's vertex when the exchange between them is a forward
-// one-to-one exchange, so records pass between them by function call
-// instead of through the network stack. Each Vertex runs as one task per
-// subtask; its ID, derived from its head node's UID, names its tasks' state
-// in checkpoints.
+// shape of the graph. The graph is a DAG: a node may have several inputs
+// (a co-process function's two, numbered 0 and 1), and an input may be
+// fed by several edges (a union); a stream may feed a node twice, or feed
+// it and a stream derived from it. Build validates the nodes and chains
+// them: a node with one input joins its input's vertex when the exchange
+// between them is a forward one-to-one exchange, so records pass between
+// them by function call instead of through the network stack; a node with
+// several inputs, or several edges, always heads its own vertex. Each
+// Vertex runs as one task per subtask; its ID, derived from its head
+// node's UID, names its tasks' state in checkpoints.
 //
 // The package is pure: building and inspecting a graph has no side
 // effects.
@@ -21,6 +25,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/weirstream/weir/network"
@@ -36,8 +41,16 @@ type Node struct {
 	Parallelism int // 0: the job's default
 	Keyed       bool
 	Source      bool
-	Input       *Edge   // nil for sources
-	Outputs     []*Edge // consumers
+	// Inputs are the edges the node reads, each with its input index
+	// (Edge.Input): 0..NumInputs-1, every input fed by at least one edge
+	// (several for a union). Nil for sources. Add them with Connect.
+	Inputs  []*Edge
+	Outputs []*Edge // consumers
+
+	// NumInputs is the number of inputs of an operator with several (a
+	// two-input operator's 2, even if both read the same stream); 0
+	// means one, or none for a source.
+	NumInputs int
 
 	// The typed parts, set by the user API; the "any" values are typed
 	// collectors of the API, opaque to the runtime.
@@ -45,12 +58,10 @@ type Node struct {
 	// Instantiate builds one subtask's operator. out is the collector of
 	// the node's output (the next chained node's input, or a fan-out of
 	// it and network writers; nil for a sink). It returns the node's input
-	// collector (a task.Source for a source) and the task-level operator.
+	// collector (a task.Source for a source; for a node with several
+	// inputs a []any, the collector of input i at i) and the task-level
+	// operator.
 	Instantiate func(sub *Subtask, out any) (in any, op task.Operator, err error)
-	// Decoder wraps the node's input collector in a record processor that
-	// decodes serialized records of its input type (chain heads only),
-	// for the node's subtask sub.
-	Decoder func(in any, sub *Subtask) task.RecordProcessor
 	// Fanout combines several collectors of the node's output type.
 	Fanout func(outs []any) any
 	// NewWriter makes a collector that serializes the node's output into
@@ -62,26 +73,52 @@ type Node struct {
 	// is Sides[k-1]. Consumers of a side output are never chained.
 	Sides []SideOutput
 
-	// ProbeInput wraps the input collector of a node with an input in one
-	// that calls probe before each value, and ProbeOutput wraps a
-	// collector of the node's output type likewise (a nil out: one that
-	// drops values). The runtime calls them at deploy time, and only for
-	// a job that runs under a test harness (weir.WithTestHarness).
-	ProbeInput  func(in any, probe func() error) any
+	// ProbeOutput wraps a collector of the node's output type in one
+	// that calls probe before each value (a nil out: one that drops
+	// values); Edge.ProbeInput does the same for an input. The runtime
+	// calls them at deploy time, and only for a job that runs under a test
+	// harness (weir.WithTestHarness).
 	ProbeOutput func(out any, probe func() error) any
+}
+
+// inputs returns the number of inputs of n: 0 for a source.
+func (n *Node) inputs() int {
+	if n.NumInputs > 0 {
+		return n.NumInputs
+	}
+	if len(n.Inputs) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// MultiInput reports whether n has several inputs, or several edges into
+// one: the head of its own vertex, whose task reads them through one gate.
+func (n *Node) MultiInput() bool { return n.inputs() > 1 || len(n.Inputs) > 1 }
+
+// Connect adds e as an input edge of e.To (input e.Input) and an output
+// edge of e.From: the one place where edges join the graph.
+func Connect(e *Edge) {
+	e.To.Inputs = append(e.To.Inputs, e)
+	e.From.Outputs = append(e.From.Outputs, e)
 }
 
 // SideOutput is the typed part of one side output of a node: its values
 // have another type than the node's main output.
 type SideOutput struct {
+	// Tag is the API's name of the side output (opaque here).
+	Tag       any
 	Fanout    func(outs []any) any
 	NewWriter func(e *Edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error)
 	HasCodec  func() bool
 }
 
-// Edge connects a producer node to a consumer node.
+// Edge connects a producer node to one input of a consumer node.
 type Edge struct {
-	From, To     *Node
+	From, To *Node
+	// Input is the consumer's input the edge feeds (0 for an operator with
+	// one input).
+	Input        int
 	Partitioning network.Partitioning
 	// Side is 0 for the producer's main output, k ≥ 1 for its side output
 	// k.
@@ -96,6 +133,14 @@ type Edge struct {
 	// to the keyed operator, which so does not hash the key again. With one
 	// consumer, the producer does not hash and the operator does.
 	KeyHash any
+
+	// Decoder wraps the consumer's collector of input Input (chain heads
+	// only) in a record processor that decodes the edge's serialized
+	// records, for the consumer's subtask sub.
+	Decoder func(in any, sub *Subtask) task.RecordProcessor
+	// ProbeInput wraps the consumer's collector of input Input in one
+	// that calls probe before each value (see Node.ProbeOutput).
+	ProbeInput func(in any, probe func() error) any
 }
 
 // Subtask is what a node's Instantiate gets for one parallel instance.
@@ -117,12 +162,17 @@ type Vertex struct {
 	Name        string  // the nodes' names joined by " -> "
 	Nodes       []*Node // head first; linear
 	Parallelism int
-	Input       *Edge   // the head's input edge (nil for a source chain)
-	Outputs     []*Edge // edges leaving the chain
+	// Inputs are the head's input edges (nil for a source chain), in the
+	// order the head got them: the task's gate has their channels in this
+	// order.
+	Inputs  []*Edge
+	Outputs []*Edge // edges leaving the chain
+	// NumInputs is the head's number of inputs (0 for a source chain).
+	NumInputs int
 }
 
 // IsSource reports whether the vertex's chain starts with a source.
-func (v *Vertex) IsSource() bool { return v.Input == nil }
+func (v *Vertex) IsSource() bool { return len(v.Inputs) == 0 }
 
 // TaskKey names subtask i of v.
 func (v *Vertex) TaskKey(i int) state.TaskKey { return state.TaskKey{Vertex: v.ID, Subtask: i} }
@@ -165,33 +215,30 @@ func Build(nodes []*Node, cfg Config) (*JobGraph, error) {
 	}
 	uids := make(map[string]*Node, len(nodes))
 	for _, n := range nodes {
-		switch {
-		case n.Source && n.Input != nil:
-			return nil, fmt.Errorf("weir: source %s has an input", n.Name)
-		case !n.Source && n.Input == nil:
-			return nil, fmt.Errorf("weir: operator %s has no input", n.Name)
-		case par(n) > cfg.MaxParallelism:
-			return nil, fmt.Errorf("weir: operator %s: parallelism %d above max parallelism %d", n.Name, par(n), cfg.MaxParallelism)
-		case n.Input != nil && (n.Input.Side < 0 || n.Input.Side > len(n.Input.From.Sides)):
-			return nil, fmt.Errorf("weir: operator %s reads side output %d of %s, which has %d", n.Name, n.Input.Side, n.Input.From.Name, len(n.Input.From.Sides))
+		if err := check(n, par(n), cfg.MaxParallelism); err != nil {
+			return nil, err
 		}
 		if other := uids[n.UID]; other != nil {
 			return nil, fmt.Errorf("weir: operators %s and %s have the same UID %q", other.Name, n.Name, n.UID)
 		}
 		uids[n.UID] = n
-		if in := n.Input; in != nil && in.Partitioning == network.Forward && par(in.From) != par(n) {
-			in.Partitioning = network.Rebalance
+		for _, in := range n.Inputs {
+			if in.Partitioning == network.Forward && par(in.From) != par(n) {
+				in.Partitioning = network.Rebalance
+			}
 		}
 	}
 	for _, n := range nodes {
-		in := n.Input
-		if in != nil && cfg.Chaining && in.Partitioning == network.Forward && in.Side == 0 && len(in.From.Outputs) == 1 {
-			v := g.byNode[in.From]
-			v.Nodes = append(v.Nodes, n)
-			g.byNode[n] = v
-			continue
+		if !n.MultiInput() && len(n.Inputs) == 1 {
+			in := n.Inputs[0]
+			if cfg.Chaining && in.Partitioning == network.Forward && in.Side == 0 && len(in.From.Outputs) == 1 {
+				v := g.byNode[in.From]
+				v.Nodes = append(v.Nodes, n)
+				g.byNode[n] = v
+				continue
+			}
 		}
-		v := &Vertex{Nodes: []*Node{n}, Parallelism: par(n), Input: in}
+		v := &Vertex{Nodes: []*Node{n}, Parallelism: par(n), Inputs: n.Inputs, NumInputs: n.inputs()}
 		g.Vertices = append(g.Vertices, v)
 		g.byNode[n] = v
 	}
@@ -221,6 +268,38 @@ func Build(nodes []*Node, cfg Config) (*JobGraph, error) {
 	return g, nil
 }
 
+// check validates one node's shape: a source has no input, an operator
+// has inputs 0..NumInputs-1, each fed by an edge to it, from a side
+// output its producer has.
+func check(n *Node, par, maxPar int) error {
+	switch {
+	case n.Source && len(n.Inputs) > 0:
+		return fmt.Errorf("weir: source %s has an input", n.Name)
+	case !n.Source && len(n.Inputs) == 0:
+		return fmt.Errorf("weir: operator %s has no input", n.Name)
+	case par > maxPar:
+		return fmt.Errorf("weir: operator %s: parallelism %d above max parallelism %d", n.Name, par, maxPar)
+	}
+	fed := make([]bool, n.inputs())
+	for _, in := range n.Inputs {
+		switch {
+		case in.To != n || in.From == nil:
+			return fmt.Errorf("weir: operator %s has an input edge of another operator", n.Name)
+		case in.Input < 0 || in.Input >= len(fed):
+			return fmt.Errorf("weir: operator %s has %d inputs, not an input %d", n.Name, len(fed), in.Input)
+		case in.Side < 0 || in.Side > len(in.From.Sides):
+			return fmt.Errorf("weir: operator %s reads side output %d of %s, which has %d", n.Name, in.Side, in.From.Name, len(in.From.Sides))
+		}
+		fed[in.Input] = true
+	}
+	for i, ok := range fed {
+		if !ok {
+			return fmt.Errorf("weir: operator %s: nothing feeds its input %d", n.Name, i)
+		}
+	}
+	return nil
+}
+
 // Subpartitions is the number of subpartitions a producer subtask's
 // partition for edge e has: one per consumer subtask, or one for a
 // forward edge (its consumer subtask i reads producer subtask i).
@@ -246,25 +325,33 @@ func (g *JobGraph) Producers(e *Edge, i int) (producers, subpartitions []int) {
 }
 
 // EdgeName is an edge's stable identity: its producer and consumer
-// vertices (a vertex has exactly one input edge, and vertex IDs derive
-// from the operators' UIDs).
-func (g *JobGraph) EdgeName(e *Edge) (from, to string) {
-	return g.byNode[e.From].ID, g.byNode[e.To].ID
+// vertices (vertex IDs derive from the operators' UIDs), the consumer's
+// input it feeds and its position among the consumer's input edges (a
+// stream may feed a node twice, even one input twice). The name of a
+// chain head's only edge is "from/to".
+func (g *JobGraph) EdgeName(e *Edge) string {
+	from, to := g.byNode[e.From].ID, g.byNode[e.To].ID
+	if !e.To.MultiInput() {
+		return fmt.Sprintf("%q/%q", from, to)
+	}
+	return fmt.Sprintf("%q/%q/%d.%d", from, to, e.Input, slices.Index(e.To.Inputs, e))
 }
 
 // Upstream returns the upstream tasks of every task that has an input:
-// the producer subtasks its input channels read.
+// the producer subtasks its input channels read, over all its inputs
+// (a producer that feeds it twice is listed once).
 func (g *JobGraph) Upstream() map[state.TaskKey][]state.TaskKey {
 	up := map[state.TaskKey][]state.TaskKey{}
 	for _, v := range g.Vertices {
-		if v.Input == nil {
-			continue
-		}
-		prod := g.VertexOf(v.Input.From)
-		for i := range v.Parallelism {
-			ps, _ := g.Producers(v.Input, i)
-			for _, j := range ps {
-				up[v.TaskKey(i)] = append(up[v.TaskKey(i)], prod.TaskKey(j))
+		for _, in := range v.Inputs {
+			prod := g.VertexOf(in.From)
+			for i := range v.Parallelism {
+				ps, _ := g.Producers(in, i)
+				for _, j := range ps {
+					if k := prod.TaskKey(j); !slices.Contains(up[v.TaskKey(i)], k) {
+						up[v.TaskKey(i)] = append(up[v.TaskKey(i)], k)
+					}
+				}
 			}
 		}
 	}
@@ -297,8 +384,11 @@ func (g *JobGraph) Fingerprint(extra ...string) string {
 	}
 	for _, v := range g.Vertices {
 		fmt.Fprintf(h, "%q %q p=%d", v.ID, v.Name, v.Parallelism)
-		if in := v.Input; in != nil {
+		for _, in := range v.Inputs {
 			fmt.Fprintf(h, " in=%q/%d", g.byNode[in.From].ID, in.Partitioning)
+			if v.NumInputs > 1 || in.Side > 0 {
+				fmt.Fprintf(h, "/%d/%d", in.Input, in.Side)
+			}
 		}
 		h.Write([]byte{'\n'})
 	}

@@ -11,8 +11,10 @@ import (
 )
 
 // job builds nodes from a compact description: each entry "name[:par]
-// [<-input[/part]]", in order; part is f (forward, default), r
-// (rebalance), h (hash) or b (broadcast).
+// [<-input[/part][,input[/part]]...]", in order; part is f (forward,
+// default), r (rebalance), h (hash) or b (broadcast). Several inputs make
+// a node with that many inputs (0, 1, …); "a+b" feeds one input from both
+// a and b (a union).
 func job(t *testing.T, specs ...string) []*Node {
 	t.Helper()
 	byName := map[string]*Node{}
@@ -25,14 +27,20 @@ func job(t *testing.T, specs ...string) []*Node {
 			n.Parallelism = int(par[0] - '0')
 		}
 		if hasIn {
-			from, part, _ := strings.Cut(strings.TrimSpace(in), "/")
-			p := map[string]network.Partitioning{"": network.Forward, "f": network.Forward, "r": network.Rebalance,
-				"h": network.Hash, "b": network.Broadcast}[part]
-			src := byName[from]
-			require.NotNil(t, src, "unknown input %q", from)
-			e := &Edge{From: src, To: n, Partitioning: p}
-			n.Input = e
-			src.Outputs = append(src.Outputs, e)
+			inputs := strings.Split(strings.TrimSpace(in), ",")
+			if len(inputs) > 1 {
+				n.NumInputs = len(inputs)
+			}
+			for k, input := range inputs {
+				for _, one := range strings.Split(input, "+") {
+					from, part, _ := strings.Cut(one, "/")
+					p := map[string]network.Partitioning{"": network.Forward, "f": network.Forward, "r": network.Rebalance,
+						"h": network.Hash, "b": network.Broadcast}[part]
+					src := byName[from]
+					require.NotNil(t, src, "unknown input %q", from)
+					Connect(&Edge{From: src, To: n, Input: k, Partitioning: p})
+				}
+			}
 		}
 		byName[name] = n
 		nodes = append(nodes, n)
@@ -45,8 +53,15 @@ func shape(g *JobGraph) []string {
 	var out []string
 	for _, v := range g.Vertices {
 		s := v.Name + "(" + string(rune('0'+v.Parallelism)) + ")"
-		if v.Input != nil {
-			s += "<-" + g.VertexOf(v.Input.From).Name + "/" + v.Input.Partitioning.String()
+		for k, in := range v.Inputs {
+			sep := "<-"
+			if k > 0 {
+				sep = ","
+			}
+			s += sep + g.VertexOf(in.From).Name + "/" + in.Partitioning.String()
+			if v.NumInputs > 1 {
+				s += "#" + string(rune('0'+in.Input))
+			}
 		}
 		out = append(out, s)
 	}
@@ -82,6 +97,21 @@ func TestBuild(t *testing.T) {
 		{name: "duplicate UID", nodes: []string{"src", "src<-src/r"}, wantErr: `same UID "src"`},
 		{name: "no codec across a task boundary",
 			nodes: []string{"nocodec", "x<-nocodec/r"}, wantErr: "has no codec"},
+		{name: "a two-input head is never chained, not even to forward edges",
+			nodes: []string{"a", "b", "co<-a,b", "map<-co"},
+			want:  []string{"a(2)", "b(2)", "co -> map(2)<-a/forward#0,b/forward#1"}},
+		{name: "a union input is never chained",
+			nodes: []string{"a", "b", "u<-a+b"},
+			want:  []string{"a(2)", "b(2)", "u(2)<-a/forward,b/forward"}},
+		{name: "a stream connected to itself",
+			nodes: []string{"a", "co<-a,a/r"},
+			want:  []string{"a(2)", "co(2)<-a/forward#0,a/rebalance#1"}},
+		{name: "a stream connected to one derived from it",
+			nodes: []string{"a", "m<-a", "co<-a/h,m/b"},
+			want:  []string{"a(2)", "m(2)<-a/forward", "co(2)<-a/hash#0,m/broadcast#1"}},
+		{name: "inputs of different parallelism: forward becomes rebalance per edge",
+			nodes: []string{"a:1", "b:3", "co:3<-a,b"},
+			want:  []string{"a(1)", "b(3)", "co(3)<-a/rebalance#0,b/forward#1"}},
 		{name: "no codec inside a chain is fine",
 			nodes: []string{"src", "nocodec<-src", "x<-nocodec"},
 			want:  []string{"src -> nocodec -> x(2)"}},
@@ -117,9 +147,43 @@ func TestBuildRejectsMalformedNodes(t *testing.T) {
 	op := &Node{UID: "o", Name: "o"}
 	_, err = Build([]*Node{src, op}, Config{Parallelism: 1, MaxParallelism: 1})
 	require.ErrorContains(t, err, "operator o has no input")
-	src2 := &Node{UID: "s2", Name: "s2", Source: true, Input: &Edge{From: src}}
+	src2 := &Node{UID: "s2", Name: "s2", Source: true}
+	Connect(&Edge{From: src, To: src2})
 	_, err = Build([]*Node{src, src2}, Config{Parallelism: 1, MaxParallelism: 1})
 	require.ErrorContains(t, err, "source s2 has an input")
+	two := &Node{UID: "two", Name: "two", NumInputs: 2}
+	Connect(&Edge{From: src, To: two})
+	_, err = Build([]*Node{src, two}, Config{Parallelism: 1, MaxParallelism: 1})
+	require.ErrorContains(t, err, "nothing feeds its input 1")
+	three := &Node{UID: "three", Name: "three"}
+	Connect(&Edge{From: src, To: three, Input: 1})
+	_, err = Build([]*Node{src, three}, Config{Parallelism: 1, MaxParallelism: 1})
+	require.ErrorContains(t, err, "has 1 inputs, not an input 1")
+}
+
+// Edges into the same node, even from the same producer into the same
+// input, have distinct names (and so distinct partitions); the upstream
+// tasks of a two-input task are those of both its inputs, each once.
+func TestMultiInputEdgeNamesAndUpstream(t *testing.T) {
+	g, err := Build(job(t, "a:2", "b:1", "u:2<-a+a/r", "co:2<-a/h,b/r"), Config{Parallelism: 1, MaxParallelism: 8, Chaining: true})
+	require.NoError(t, err)
+	u, co := g.Vertices[2], g.Vertices[3]
+	names := map[string]bool{}
+	for _, v := range []*Vertex{u, co} {
+		for _, e := range v.Inputs {
+			names[g.EdgeName(e)] = true
+		}
+	}
+	require.Len(t, names, 4)
+	require.True(t, names[`"a"/"co"/0.0`], "%v", names)
+	require.True(t, names[`"b"/"co"/1.1`], "%v", names)
+	up := g.Upstream()
+	require.ElementsMatch(t, []state.TaskKey{{Vertex: "a", Subtask: 0}, {Vertex: "a", Subtask: 1}}, up[u.TaskKey(1)])
+	require.Equal(t, []state.TaskKey{{Vertex: "a", Subtask: 0}, {Vertex: "a", Subtask: 1}, {Vertex: "b", Subtask: 0}}, up[co.TaskKey(0)])
+	// The fingerprint sees which input an edge feeds.
+	swapped, err := Build(job(t, "a:2", "b:1", "u:2<-a+a/r", "co:2<-b/r,a/h"), Config{Parallelism: 1, MaxParallelism: 8, Chaining: true})
+	require.NoError(t, err)
+	require.NotEqual(t, g.Fingerprint(), swapped.Fingerprint())
 }
 
 func TestProducersAndSubpartitions(t *testing.T) {
@@ -127,7 +191,7 @@ func TestProducersAndSubpartitions(t *testing.T) {
 	g, err := Build(job(t, "src:3", "fwd:3<-src", "re:2<-fwd/r"), cfg)
 	require.NoError(t, err)
 	require.Len(t, g.Vertices, 2, "src and fwd chain")
-	re := g.Vertices[1].Input
+	re := g.Vertices[1].Inputs[0]
 	require.Equal(t, 2, g.Subpartitions(re))
 	prods, subs := g.Producers(re, 1)
 	require.Equal(t, []int{0, 1, 2}, prods)
@@ -136,7 +200,7 @@ func TestProducersAndSubpartitions(t *testing.T) {
 	cfg.Chaining = false
 	g, err = Build(job(t, "a:3", "b:3<-a"), cfg)
 	require.NoError(t, err)
-	fwd := g.Vertices[1].Input
+	fwd := g.Vertices[1].Inputs[0]
 	require.Equal(t, network.Forward, fwd.Partitioning)
 	require.Equal(t, 1, g.Subpartitions(fwd))
 	prods, subs = g.Producers(fwd, 2)
@@ -151,8 +215,7 @@ func TestTaskKeysAndNames(t *testing.T) {
 	require.Equal(t, []state.TaskKey{{Vertex: "src", Subtask: 0}, {Vertex: "src", Subtask: 1}}, sources)
 	require.Len(t, all, 5)
 	require.Equal(t, "sum (3/3)", g.Vertices[1].TaskName(2))
-	from, to := g.EdgeName(g.Vertices[1].Input)
-	require.Equal(t, [2]string{"src", "sum"}, [2]string{from, to})
+	require.Equal(t, `"src"/"sum"`, g.EdgeName(g.Vertices[1].Inputs[0]))
 }
 
 // The fingerprint depends on the graph's shape and the extra settings,

@@ -79,7 +79,7 @@ func PlanOf(name string, g *graph.JobGraph) Plan {
 		for _, n := range v.Nodes {
 			pv.Operators = append(pv.Operators, n.Name)
 		}
-		if in := v.Input; in != nil {
+		for _, in := range v.Inputs {
 			pv.Inputs = append(pv.Inputs, Input{ID: g.VertexOf(in.From).ID, Partitioning: in.Partitioning.String()})
 		}
 		p.Vertices = append(p.Vertices, pv)
