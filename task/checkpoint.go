@@ -98,8 +98,7 @@ type checkpointer struct {
 	// states are the channel states being recorded, by checkpoint.
 	states map[barrier.CheckpointID]*channelState
 	// timers are alignment timers and output-side alignment timeouts.
-	timers   []ckptTimer
-	switched int // checkpoints whose alignment timed out
+	timers []ckptTimer
 }
 
 func newCheckpointer(t *Task, cfg *CheckpointConfig) (*checkpointer, error) {
