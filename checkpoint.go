@@ -62,9 +62,6 @@ type CheckpointConfig struct {
 // CheckpointStats are the coordinator's checkpoint statistics.
 type CheckpointStats = coordinator.Stats
 
-// RestartStrategy decides whether and when a failed job restarts.
-type RestartStrategy = coordinator.RestartStrategy
-
 func (c *CheckpointConfig) coordinatorConfig() coordinator.Config {
 	return coordinator.Config{Interval: c.Interval, Mode: c.Mode, MinPause: c.MinPause, Timeout: c.Timeout,
 		MaxConcurrent: c.MaxConcurrent, TolerableFailures: c.TolerableFailures, Retained: c.Retained, RetainOnCancel: c.RetainOnCancel,
@@ -92,7 +89,12 @@ func WithCheckpointing(c CheckpointConfig) Option {
 
 // WithRestoreFrom starts the job from a savepoint (the path
 // Job.TriggerSavepoint returned), a retained checkpoint (a chk-N directory)
-// or the newest valid checkpoint of a checkpoint directory. Operators are
+// or the newest valid checkpoint of a job's checkpoint directory
+// (Dir/<job-id>), or of a checkpoint directory (Dir) that holds one job's
+// checkpoints (several jobs' are an error that lists them). Checkpoints
+// that do not verify (a file corrupt, missing, or of another checkpoint)
+// are skipped with a log line saying why; a chk-N that does not verify is
+// an error naming the file. Operators are
 // matched by their UIDs (see Stream.UID); sources resume from their saved
 // positions. It needs WithCheckpointing. The restore point is only read:
 // retention never deletes it unless it lies in the job's own checkpoint
@@ -101,9 +103,15 @@ func WithRestoreFrom(path string) Option {
 	return optionFunc(func(cfg *config) { cfg.restoreFrom = path })
 }
 
-// WithRestartStrategy sets how a failed job restarts (default with
-// checkpointing: fixed delay, unlimited attempts, no delay would spin, so
-// 10 attempts with 100 ms delay; without checkpointing: no restart).
-func WithRestartStrategy(s RestartStrategy) Option {
-	return optionFunc(func(cfg *config) { cfg.restart = s })
+// WithJobID names the job: its checkpoints go to its own place in the
+// checkpoint directory, CheckpointConfig.Dir/<id>/chk-N, and the ID is
+// recorded in every checkpoint's metadata and state files. Without it, a
+// job restored (WithRestoreFrom) from a checkpoint in its own Dir keeps
+// that checkpoint's job ID, and any other job gets a new random one, so two
+// jobs on one Dir never mix their checkpoints. Only one running job may
+// use a place at a time: Execute fails while another holds its lock. The
+// ID is 1 to 128 letters, digits, '-', '_' or '.' (state.ValidJobID). With
+// CheckpointConfig.Storage the storage decides where checkpoints go.
+func WithJobID(id string) Option {
+	return optionFunc(func(cfg *config) { cfg.jobID = id })
 }

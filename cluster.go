@@ -123,10 +123,23 @@ func (e *Environment) RunWorker(ctx context.Context, wc WorkerConfig) error {
 	if err != nil {
 		return err
 	}
-	return jobmaster.RunWorker(ctx, spec, jobmaster.WorkerSpec{Coordinator: wc.Coordinator, ID: wc.ID, DataListen: wc.DataListen,
+	err = jobmaster.RunWorker(ctx, spec, jobmaster.WorkerSpec{Coordinator: wc.Coordinator, ID: wc.ID, DataListen: wc.DataListen,
 		Token: wc.Token, TLS: wc.TLS, DataTLS: wc.DataTLS, HeartbeatInterval: wc.HeartbeatInterval, HeartbeatTimeout: wc.HeartbeatTimeout})
+	if errors.Is(err, jobmaster.ErrOtherJob) {
+		return otherJobError{err}
+	}
+	return err
 }
 
-// ErrOtherJob is returned by RunWorker when the coordinator runs another
-// job than this process built (another graph or checkpointing mode).
-var ErrOtherJob = jobmaster.ErrOtherJob
+// ErrOtherJob is returned (wrapped) by RunWorker when the coordinator runs
+// another job than this process built (another graph or checkpointing
+// mode).
+var ErrOtherJob = errors.New("weir: worker: this process built a different job than the coordinator")
+
+// otherJobError is the runtime's refusal of a worker that built another
+// job, as an ErrOtherJob.
+type otherJobError struct{ err error }
+
+func (e otherJobError) Error() string        { return e.err.Error() }
+func (e otherJobError) Is(target error) bool { return target == ErrOtherJob }
+func (e otherJobError) Unwrap() error        { return e.err }

@@ -238,6 +238,7 @@ func TestClusterRejectsWorkerOfAnotherJob(t *testing.T) {
 	buildClusterJob(other, 10, t.TempDir(), nil)
 	err = other.RunWorker(testCtx(t), weir.WorkerConfig{Coordinator: ln.Addr().String()})
 	require.ErrorContains(t, err, "different job")
+	require.ErrorIs(t, err, weir.ErrOtherJob)
 
 	_, err = job.Wait()
 	require.ErrorContains(t, err, "waiting for 1 workers")

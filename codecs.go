@@ -1,6 +1,11 @@
 package weir
 
-import "github.com/weirstream/weir/codec"
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/weirstream/weir/codec"
+)
 
 // defaultCodec returns the built-in codec for T's type, or nil when T has
 // none (the user then sets one with WithCodec). It runs once per stream,
@@ -33,4 +38,16 @@ func defaultCodec[T any]() codec.Codec[T] {
 		return nil
 	}
 	return c.(codec.Codec[T])
+}
+
+// typeName is T's name as errors show it (package.Type).
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }
+
+// noCodec is the error of an operator whose values of type T need a codec
+// and have none: what names the operator, why says what needs the codec
+// and fix the call that gives it one.
+func noCodec[T any](what, why, fix string) error {
+	t := typeName[T]()
+	return fmt.Errorf("weir: %s: %s, but their type %s has no codec: %s, with a codec.Codec[%s] "+
+		"(codec.Struct2, Struct3 or Struct4 for a struct; codec.JSON[%s]() for any type)", what, why, t, fix, t, t)
 }

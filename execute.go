@@ -103,7 +103,7 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 	}
 	spec.Deploy.NewKeyedBackend = c.backend().factory(c.logger)
 	if ck := c.ckpt; ck != nil {
-		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir, RestoreFrom: c.restoreFrom}
+		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir, RestoreFrom: c.restoreFrom, JobID: c.jobID}
 	}
 	if cl := c.cluster; cl != nil {
 		spec.Cluster = cl.spec()

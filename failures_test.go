@@ -73,8 +73,7 @@ func TestAlwaysFailingCheckpointsFailTheJob(t *testing.T) {
 	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
 	st := &flakyStorage{FileStorage: fs, fail: func(barrier.CheckpointID) bool { return true }}
-	restart, err := coordinator.NewFixedDelay(coordinator.FixedDelayConfig{Attempts: 2, Delay: time.Millisecond})
-	require.NoError(t, err)
+	restart := weir.FixedDelayRestart(2, time.Millisecond)
 	_, env := sumJobWithStorage(t, 1<<40, weir.CheckpointConfig{Interval: 10 * time.Millisecond, Storage: st},
 		weir.WithRestartStrategy(restart))
 	res, err := env.Execute(testCtx(t))

@@ -24,14 +24,35 @@ type TestHarness interface {
 }
 
 // OperatorKind tells sources, operators and sinks apart.
-type OperatorKind = deploy.ProbeKind
+type OperatorKind uint8
 
 // Operator kinds.
 const (
-	SourceOperator = deploy.ProbeSource
-	InnerOperator  = deploy.ProbeOperator
-	SinkOperator   = deploy.ProbeSink
+	SourceOperator OperatorKind = iota
+	InnerOperator               // neither a source nor a sink
+	SinkOperator
 )
+
+func (k OperatorKind) String() string {
+	switch k {
+	case SourceOperator:
+		return "source"
+	case SinkOperator:
+		return "sink"
+	}
+	return "operator"
+}
+
+// operatorKind is the runtime's kind k as an OperatorKind.
+func operatorKind(k deploy.ProbeKind) OperatorKind {
+	switch k {
+	case deploy.ProbeSource:
+		return SourceOperator
+	case deploy.ProbeSink:
+		return SinkOperator
+	}
+	return InnerOperator
+}
 
 // OperatorInfo names one subtask of an operator in one attempt of a job.
 type OperatorInfo struct {
@@ -82,7 +103,7 @@ func WithTestHarness(h TestHarness) Option {
 type harnessAdapter struct{ h TestHarness }
 
 func (a harnessAdapter) Probe(i deploy.ProbeInfo) deploy.Probe {
-	p := a.h.Operator(OperatorInfo{Attempt: i.Attempt, UID: i.UID, Name: i.Name, Kind: i.Kind,
+	p := a.h.Operator(OperatorInfo{Attempt: i.Attempt, UID: i.UID, Name: i.Name, Kind: operatorKind(i.Kind),
 		Subtask: i.Subtask, Parallelism: i.Parallelism, Restored: i.Restored, Finished: i.Finished})
 	if p == nil {
 		return nil

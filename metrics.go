@@ -9,7 +9,8 @@ import (
 
 	"github.com/weirstream/weir/internal/dashboard"
 	"github.com/weirstream/weir/internal/jobmaster"
-	"github.com/weirstream/weir/internal/metrics"
+	imetrics "github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/metrics"
 )
 
 // JobMetrics is a snapshot of a running job's metrics (Job.Metrics), with
@@ -40,7 +41,7 @@ type JobException = metrics.Exception
 
 // DefaultProgressInterval is how often a job with a logger logs its
 // progress line, unless WithProgressInterval says otherwise.
-const DefaultProgressInterval = metrics.DefaultProgressInterval
+const DefaultProgressInterval = 10 * time.Second
 
 // metricsConfig is an Environment's metrics settings.
 type metricsConfig struct {
@@ -56,7 +57,7 @@ type httpConfig struct {
 }
 
 func defaultMetricsConfig() metricsConfig {
-	return metricsConfig{name: "weir", interval: metrics.DefaultInterval, progress: DefaultProgressInterval}
+	return metricsConfig{name: "weir", interval: imetrics.DefaultInterval, progress: DefaultProgressInterval}
 }
 
 func (m *metricsConfig) validate() error {
@@ -175,7 +176,7 @@ func (j *Job) Metrics() JobMetrics { return *j.m.Metrics().Clone() }
 // task_id, task and subtask_index, and operator metrics
 // weir_operator_<Flink name> with an operator label too. Collecting reads
 // the latest snapshot: it never waits for the job.
-func (j *Job) PrometheusCollector() prometheus.Collector { return metrics.NewCollector(j.m.Metrics) }
+func (j *Job) PrometheusCollector() prometheus.Collector { return imetrics.NewCollector(j.m.Metrics) }
 
 // DashboardAddr is the address the dashboard listens on ("" without
 // WithDashboard).

@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network/debloat"
+	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
 
@@ -30,6 +31,7 @@ type config struct {
 	ckpt             *CheckpointConfig
 	restart          RestartStrategy
 	restoreFrom      string
+	jobID            string
 	cluster          *ClusterConfig
 	debloat          *DebloatConfig
 	stateBackend     StateBackend // nil: the default, see backend
@@ -96,6 +98,14 @@ func (c *config) validate() error {
 	}
 	if err := c.backend().validate(); err != nil {
 		return err
+	}
+	if c.restart != nil && c.ckpt == nil {
+		return errRestartWithoutCheckpoints
+	}
+	if c.jobID != "" {
+		if err := state.ValidJobID(c.jobID); err != nil {
+			return fmt.Errorf("weir: WithJobID: %w", err)
+		}
 	}
 	if c.restoreFrom != "" && c.ckpt == nil {
 		return errors.New("weir: WithRestoreFrom needs WithCheckpointing")

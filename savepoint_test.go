@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/state"
 )
 
 // throttledSumJob is keyedSumJob's graph with a map that closes reached
@@ -118,7 +119,13 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 	job.Cancel()
 	_, err = job.Wait()
 	require.ErrorIs(t, err, context.Canceled)
-	require.DirExists(t, filepath.Join(dir, "chk-"+strconv.FormatUint(uint64(id), 10)))
+	// The job got a job ID of its own and a place of its own in dir; the
+	// job restored from dir keeps both.
+	places, err := state.FindPlaces(state.OSFS{}, dir)
+	require.NoError(t, err)
+	require.Len(t, places, 1)
+	require.NotEmpty(t, places[0].JobID)
+	require.DirExists(t, filepath.Join(dir, places[0].JobID, "chk-"+strconv.FormatUint(uint64(id), 10)))
 
 	env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt),
 		weir.WithRestoreFrom(dir), weir.WithBufferTimeout(time.Millisecond))
@@ -133,6 +140,10 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wantSums(n), finalSums(got.Values()))
 	require.Len(t, got.Values(), n)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "the restored job continued in the same place")
+	require.Equal(t, places[0].JobID, entries[0].Name())
 }
 
 func TestRestoreFromCorruptSavepointFails(t *testing.T) {

@@ -131,14 +131,21 @@ func (c *Collected[T]) Values() []T {
 // Each subtask collects locally and hands its values over when it
 // finishes. The values collected so far are part of the sink's checkpointed
 // state, so with checkpointing a restarted job collects each value exactly
-// once (the stream's type needs a codec then).
+// once: the stream's type then needs a codec (WithCodec; Execute fails
+// without one).
 func Collect[T any](s *Stream[T]) (*Collected[T], *Sink) {
 	c := &Collected[T]{}
 	c.mu.sub = map[int][]T{}
-	vc := s.codec
 	sink := addSink(s, "collect", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
-		o := &collectSink[T]{opBase: base(rc), c: c, subtask: rc.Index, codec: vc}
+		o := &collectSink[T]{opBase: base(rc), c: c, subtask: rc.Index, codec: s.codec}
 		return o, o, nil
+	})
+	s.env.check(func() error {
+		if s.env.cfg.ckpt != nil && s.codec == nil {
+			return noCodec[T]("collect sink "+sink.n.Name, "with checkpointing on, its values are checkpointed",
+				"call WithCodec on the stream passed to Collect")
+		}
+		return nil
 	})
 	return c, sink
 }

@@ -85,6 +85,7 @@ func (s *Stream[T]) bindOutput() {
 	n := s.n
 	n.Fanout = fanoutOf[T]
 	n.HasCodec = func() bool { return s.codec != nil }
+	n.Type = typeName[T]()
 	n.NewWriter = s.newWriter
 	n.ProbeOutput = probeCollector[T]
 }

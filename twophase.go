@@ -41,10 +41,26 @@ type TwoPhaseCommitter[T, Txn any] interface {
 
 // TwoPhaseCommitSink writes s through one committer per subtask
 // (newCommitter is called once per subtask and attempt). txnCodec
-// serializes transaction handles into the sink's checkpointed state.
+// serializes transaction handles into the sink's checkpointed state (nil:
+// the built-in codec of Txn; Execute fails if it has none and the job
+// checkpoints).
 func TwoPhaseCommitSink[T, Txn any](s *Stream[T], txnCodec codec.Codec[Txn], newCommitter func(subtask, parallelism int) (TwoPhaseCommitter[T, Txn], error)) *Sink {
 	final := s.env.finalCommits()
-	return addSink(s, "two-phase-commit sink", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
+	if txnCodec == nil {
+		txnCodec = defaultCodec[Txn]()
+	}
+	var sink *Sink
+	s.env.check(func() error {
+		what := "sink " + sink.n.Name
+		switch {
+		case newCommitter == nil:
+			return fmt.Errorf("weir: %s: nil newCommitter", what)
+		case s.env.cfg.ckpt != nil && txnCodec == nil:
+			return noCodec[Txn](what, "its open transactions are checkpointed", "pass one to TwoPhaseCommitSink as txnCodec")
+		}
+		return nil
+	})
+	sink = addSink(s, "two-phase-commit sink", func(rc *graph.Subtask) (collector[T], task.Operator, error) {
 		c, err := newCommitter(rc.Index, rc.Parallelism)
 		if err != nil {
 			return nil, nil, err
@@ -52,6 +68,7 @@ func TwoPhaseCommitSink[T, Txn any](s *Stream[T], txnCodec codec.Codec[Txn], new
 		o := &twoPhaseOp[T, Txn]{opBase: base(rc), c: c, tc: txnCodec, final: final}
 		return o, o, nil
 	})
+	return sink
 }
 
 // pendingTxn is a pre-committed transaction waiting for its checkpoint.

@@ -329,13 +329,14 @@ func TestUnalignedCheckpointRestoresOnlyAtItsParallelism(t *testing.T) {
 		}
 		return io.EOF
 	}
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond), weir.WithCheckpointing(ckpt))
+	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond), weir.WithCheckpointing(ckpt),
+		weir.WithJobID("unaligned"))
 	_, read := sumJobAt(env, n, 2, release)
 	job, err := env.Start(ctx)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return read.Load() > 5000 }, time.Minute, time.Millisecond)
 
-	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: dir})
+	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: dir, JobID: "unaligned"})
 	require.NoError(t, err)
 	var chk string
 	require.Eventually(t, func() bool {
@@ -345,7 +346,7 @@ func TestUnalignedCheckpointRestoresOnlyAtItsParallelism(t *testing.T) {
 		require.NoError(t, err)
 		for _, ts := range m.Tasks {
 			if ts.Channels != nil {
-				chk = filepath.Join(dir, fmt.Sprintf("chk-%d", id))
+				chk = filepath.Join(dir, "unaligned", fmt.Sprintf("chk-%d", id))
 				return true
 			}
 		}

@@ -249,7 +249,20 @@ func WindowAggregate[T, K, ACC, OUT any](w *WindowedStream[T, K], f AggregateFun
 		f.Codec = defaultCodec[ACC]()
 	}
 	fn := window.Aggregate(window.AggregateFunction[T, ACC, OUT]{Codec: f.Codec, New: f.New, Add: f.Add, Merge: f.Merge, Result: f.Result})
-	return windowOp(w, "window aggregate", fn, out)
+	res := windowOp(w, "window aggregate", fn, out)
+	w.ks.s.env.check(func() error {
+		what := "operator " + res.n.Name
+		switch {
+		case f.New == nil || f.Add == nil || f.Result == nil:
+			return fmt.Errorf("weir: %s: AggregateFunction needs New, Add and Result", what)
+		case f.Codec == nil:
+			// Window contents are keyed state, serialized at every
+			// checkpoint and by some backends at every access.
+			return noCodec[ACC](what, "its accumulators are keyed state", "set AggregateFunction.Codec")
+		}
+		return nil
+	})
+	return res
 }
 
 // WindowProcessFunc computes the results of one firing of key's window
@@ -350,6 +363,7 @@ func addWindowOp[T, K, OUT, R any](w *WindowedStream[T, K], name string, fn wind
 			return s.newWriter(e, p, sub, flush)
 		},
 		HasCodec: func() bool { return sideCodec != nil },
+		Type:     typeName[T](),
 	}}
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[R])

@@ -225,7 +225,10 @@ type Deploy struct {
 	Restore       []byte            `json:"Restore"`       // state.EncodeMetadata of the checkpoint to restore; nil: none
 	RestoreDir    string            `json:"RestoreDir"`    // the restored checkpoint's directory
 	CheckpointDir string            `json:"CheckpointDir"` // where tasks write this attempt's checkpoints
-	Mode          barrier.Mode      `json:"Mode"`          // the checkpointing mode
+	// CheckpointJobID is the job ID of the checkpoint place in
+	// CheckpointDir (state.FileStorageConfig.JobID; "": CheckpointDir itself).
+	CheckpointJobID string       `json:"CheckpointJobID,omitempty"`
+	Mode            barrier.Mode `json:"Mode"` // the checkpointing mode
 	// Alignment and AlignmentTimeoutMillis say how exactly-once
 	// checkpoints align (task.CheckpointConfig); absent: aligned.
 	Alignment              barrier.Alignment `json:"Alignment,omitempty"`

@@ -152,8 +152,59 @@ func (e *ExponentialDelay) Reset() {
 	e.restart = time.Time{}
 }
 
+// FailureRateConfig configures a FailureRate strategy.
+type FailureRateConfig struct {
+	// MaxFailures is how many failures within Interval the job survives
+	// (≥ 1): one more within Interval fails it.
+	MaxFailures int
+	Interval    time.Duration // the sliding window the failures are counted in (> 0)
+	Delay       time.Duration // wait before each restart (≥ 0)
+}
+
+// FailureRate restarts after Delay as long as no more than MaxFailures
+// failures fell within the last Interval (Flink's failure-rate strategy:
+// a failure counts while it is at most Interval older than the latest).
+type FailureRate struct {
+	cfg FailureRateConfig
+	// recent are the times of the latest failures, oldest first; at most
+	// MaxFailures+1 are kept.
+	recent []time.Time
+}
+
+// NewFailureRate validates cfg and returns the strategy.
+func NewFailureRate(cfg FailureRateConfig) (*FailureRate, error) {
+	switch {
+	case cfg.MaxFailures < 1:
+		return nil, invalid("failure-rate restart: max failures %d per interval, must be at least 1", cfg.MaxFailures)
+	case cfg.Interval <= 0:
+		return nil, invalid("failure-rate restart: interval %v, must be positive", cfg.Interval)
+	case cfg.Delay < 0:
+		return nil, invalid("failure-rate restart: negative delay %v", cfg.Delay)
+	}
+	return &FailureRate{cfg: cfg}, nil
+}
+
+func (f *FailureRate) Next(failureTime time.Time) (time.Duration, bool) {
+	f.recent = append(f.recent, failureTime)
+	drop := 0
+	for drop < len(f.recent) && failureTime.Sub(f.recent[drop]) > f.cfg.Interval {
+		drop++
+	}
+	if over := len(f.recent) - drop - (f.cfg.MaxFailures + 1); over > 0 {
+		drop += over
+	}
+	f.recent = append(f.recent[:0], f.recent[drop:]...)
+	if len(f.recent) > f.cfg.MaxFailures {
+		return 0, false
+	}
+	return f.cfg.Delay, true
+}
+
+func (f *FailureRate) Reset() { f.recent = f.recent[:0] }
+
 var (
 	_ RestartStrategy = NoRestart{}
 	_ RestartStrategy = (*FixedDelay)(nil)
 	_ RestartStrategy = (*ExponentialDelay)(nil)
+	_ RestartStrategy = (*FailureRate)(nil)
 )

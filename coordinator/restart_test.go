@@ -132,3 +132,72 @@ func TestExponentialDelayJitter(t *testing.T) {
 		base = min(2*base, time.Minute)
 	}
 }
+
+func TestFailureRateValidation(t *testing.T) {
+	for _, bad := range []FailureRateConfig{
+		{MaxFailures: 0, Interval: time.Minute},
+		{MaxFailures: 1},
+		{MaxFailures: 1, Interval: -time.Second},
+		{MaxFailures: 1, Interval: time.Minute, Delay: -time.Second},
+	} {
+		_, err := NewFailureRate(bad)
+		require.True(t, errors.Is(err, ErrInvalidConfig), "%+v", bad)
+	}
+}
+
+// Flink's FailureRateRestartBackoffTimeStrategyTest: MaxFailures failures
+// within the interval restart, one more fails the job; failures further
+// apart than the interval never add up.
+func TestFailureRate(t *testing.T) {
+	s, err := NewFailureRate(FailureRateConfig{MaxFailures: 3, Interval: 10 * time.Second, Delay: time.Second})
+	require.NoError(t, err)
+	for i := range 3 {
+		d, ok := s.Next(t0.Add(time.Duration(i) * time.Second))
+		require.True(t, ok, "failure %d", i+1)
+		require.Equal(t, time.Second, d)
+	}
+	_, ok := s.Next(t0.Add(3 * time.Second))
+	require.False(t, ok, "a 4th failure within 10 s")
+	s.Reset()
+	_, ok = s.Next(t0.Add(4 * time.Second))
+	require.True(t, ok, "after Reset")
+
+	s, err = NewFailureRate(FailureRateConfig{MaxFailures: 1, Interval: time.Second})
+	require.NoError(t, err)
+	for i := range 10 {
+		_, ok := s.Next(t0.Add(time.Duration(i) * (time.Second + time.Millisecond)))
+		require.True(t, ok, "failure %d, more than the interval after the previous one", i+1)
+	}
+	_, ok = s.Next(t0.Add(9*(time.Second+time.Millisecond) + time.Second))
+	require.False(t, ok, "exactly the interval after the previous failure: both count")
+}
+
+// A sliding window: the oldest failures leave it, the limit holds over
+// every window of the interval's length, compared with a naive count.
+func TestFailureRateSlidingWindow(t *testing.T) {
+	const maxFailures, interval = 3, 10 * time.Second
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for range 200 {
+		s, err := NewFailureRate(FailureRateConfig{MaxFailures: maxFailures, Interval: interval})
+		require.NoError(t, err)
+		var times []time.Time
+		at := t0
+		for range 50 {
+			at = at.Add(time.Duration(rng.IntN(6000)) * time.Millisecond)
+			times = append(times, at)
+			n := 0
+			for _, x := range times {
+				if at.Sub(x) <= interval {
+					n++
+				}
+			}
+			_, ok := s.Next(at)
+			require.Equal(t, n <= maxFailures, ok, "seed %d: failure at %v with %d within the interval", seed, at.Sub(t0), n)
+			if !ok {
+				break
+			}
+		}
+	}
+}

@@ -49,11 +49,16 @@
 //
 // # Checkpoint storage
 //
-// Storage holds the files: FileStorage writes <dir>/chk-<id>/<name> per
-// task state and <dir>/chk-<id>/_metadata last (a checkpoint without valid
-// metadata does not exist). Every file is written atomically and durably
-// and carries a CRC32C checked on read (*CorruptError). Latest finds the
-// newest checkpoint that verifies; ExportSavepoint copies one into a
+// Storage holds the files: FileStorage writes, in a job's own place
+// <dir>/<job-id>/, chk-<id>/<name> per task state and chk-<id>/_metadata
+// last (a checkpoint without valid metadata does not exist), and locks the
+// place while the job runs (Lock). Every file is written atomically and
+// durably; every state file starts with a binding header naming its job,
+// checkpoint, task and operator (FileOwner), and its handle records the
+// XXH64 of the whole file, checked on read (*CorruptError). Metadata must
+// be that of its chk-<id> and job. Verify checks every file of a
+// checkpoint against where its metadata files it; Latest finds the newest
+// checkpoint that verifies, logging each it skips; ExportSavepoint copies one into a
 // self-contained savepoint directory, OpenSavepoint reads it back.
 // NewMemoryStorage is a FileStorage on an in-memory FS for tests; FS is the
 // seam for injecting file system failures. EncodeMetadata and
@@ -72,8 +77,9 @@
 // the parallelism it was taken at. A task that had finished when a
 // checkpoint started is recorded in the Metadata with
 // TaskSnapshot.Finished and no state: a restored job runs nothing of it.
-// Metadata and task snapshots are at version 3 when they hold incremental
-// keyed state and at version 2 otherwise; versions 1 and 2 are still read.
+// Metadata and task snapshots are at version 4 (the job ID, 64-bit
+// checksums); versions 1 to 3 are still read, their files verified by the
+// CRC32C they recorded (StreamHandle.Legacy).
 //
 // # Incremental snapshots and shared files
 //

@@ -32,6 +32,10 @@ type FS interface {
 	ReadDir(dir string) ([]string, error)
 	// SyncDir makes a directory's entries (creations, renames) durable.
 	SyncDir(dir string) error
+	// Lock takes an exclusive lock named by the file name (created if
+	// missing), held until the result is closed; it fails at once with
+	// ErrLocked while another holder has it.
+	Lock(name string) (io.Closer, error)
 }
 
 // File is an open file of an FS.
@@ -104,6 +108,9 @@ func (OSFS) SyncDir(dir string) error {
 	return err
 }
 
+// Lock takes an exclusive flock of name (see lock_unix.go).
+func (OSFS) Lock(name string) (io.Closer, error) { return lockFile(name) }
+
 // MemFS is an in-memory FS for tests (and MemoryStorage). Paths are
 // slash-separated; it is safe for concurrent use.
 type MemFS struct {
@@ -111,6 +118,7 @@ type MemFS struct {
 		sync.Mutex
 		files map[string][]byte
 		dirs  map[string]bool
+		locks map[string]bool
 	}
 }
 
@@ -119,7 +127,41 @@ func NewMemFS() *MemFS {
 	m := &MemFS{}
 	m.mu.files = map[string][]byte{}
 	m.mu.dirs = map[string]bool{"/": true, ".": true}
+	m.mu.locks = map[string]bool{}
 	return m
+}
+
+// Lock takes the in-memory lock name.
+func (m *MemFS) Lock(name string) (io.Closer, error) {
+	name = memClean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.parentExistsLocked(name); err != nil {
+		return nil, err
+	}
+	if m.mu.locks[name] {
+		return nil, ErrLocked
+	}
+	m.mu.locks[name] = true
+	if _, ok := m.mu.files[name]; !ok {
+		m.mu.files[name] = nil
+	}
+	return &memLock{fs: m, name: name}, nil
+}
+
+type memLock struct {
+	fs   *MemFS
+	name string
+	once sync.Once
+}
+
+func (l *memLock) Close() error {
+	l.once.Do(func() {
+		l.fs.mu.Lock()
+		delete(l.fs.mu.locks, l.name)
+		l.fs.mu.Unlock()
+	})
+	return nil
 }
 
 func memClean(name string) string { return path.Clean(filepath.ToSlash(name)) }

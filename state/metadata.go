@@ -12,12 +12,12 @@ import (
 	"github.com/weirstream/weir/internal/keygroup"
 )
 
-// The metadata file format (version 2). Integers are uvarints unless noted;
+// The metadata file format (version 4). Integers are uvarints unless noted;
 // strings are uvarint(len) | bytes; maps are written sorted by key so equal
 // metadata encodes to equal bytes.
 //
 //	file      = "WEIRMETA" version:u16le body crc:u32le        (crc32c of everything before it)
-//	body      = id timestamp:zigzag-varint kind:u8 nTasks task*
+//	body      = id timestamp:zigzag-varint kind:u8 jobID:string nTasks task*
 //	task      = vertex:string subtask snapshot
 //	snapshot  = tflags:u8 [channels] nOps op*    (tflags bit0 finished, bit1 channels)
 //	channels  = stream nInputs nOutputs nSubs*
@@ -26,13 +26,19 @@ import (
 //	operator  = stream nStates (name:string distribution:u8 nOffsets offset*)*
 //	incr      = backend:string nShared file* nPrivate file*
 //	file      = name:string stream
-//	stream    = path:string size checksum:u32le
+//	stream    = path:string size sflags:u8 checksum:u64le   (sflags bit0: StreamHandle.Legacy)
 //
-// Version 3 adds incremental keyed state (flags bit2, version 3 only); a
-// file without it is written as version 2, so that jobs without
-// incremental checkpoints write what earlier weir reads. Version 1 (weir
-// before unaligned checkpoints and finished tasks) is version 2 without
-// tflags and channels. All three are read.
+// Version 4 records the job ID and 64-bit content checksums (XXH64 of the
+// whole state file, its binding header included: see FileOwner), and the
+// id must equal the N of the chk-N directory the file lies in.
+//
+// Earlier versions, all still read: version 3 (incremental keyed state,
+// flags bit2) is version 4 without jobID, with stream = path:string size
+// crc32c:u32le (the CRC32C of a file without a binding header: decoded as
+// Legacy handles); version 2 is version 3 without incremental state;
+// version 1 (weir before unaligned checkpoints and finished tasks) is
+// version 2 without tflags and channels. A checkpoint of an earlier
+// version restores as it did; a job restored from it writes version 4.
 //
 // The task snapshot format (EncodeTaskSnapshot; same versions) frames one
 // snapshot of the same grammar the same way:
@@ -45,10 +51,8 @@ var (
 )
 
 const (
-	metaVersion = 3
-	snapVersion = 3
-	// plainVersion is written when no snapshot is incremental.
-	plainVersion = 2
+	metaVersion = 4
+	snapVersion = 4
 	// oldestVersion is the oldest metadata and snapshot version read.
 	oldestVersion = 1
 )
@@ -61,11 +65,7 @@ var ErrCorruptSnapshot = errors.New("state: corrupt task snapshot")
 // own magic, version and checksum. Equal snapshots encode to equal bytes.
 func EncodeTaskSnapshot(ts TaskSnapshot) []byte {
 	b := append([]byte(nil), snapMagic...)
-	v := uint16(plainVersion)
-	if ts.incremental() {
-		v = snapVersion
-	}
-	b = binary.LittleEndian.AppendUint16(b, v)
+	b = binary.LittleEndian.AppendUint16(b, snapVersion)
 	b = appendSnapshot(b, ts)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -110,26 +110,12 @@ func openFrame(b, magic []byte, version uint16, what string) ([]byte, uint16, er
 // EncodeMetadata encodes m in the versioned binary metadata format.
 func EncodeMetadata(m Metadata) []byte {
 	b := append([]byte(nil), metaMagic...)
-	v := uint16(plainVersion)
-	for _, ts := range m.Tasks {
-		if ts.incremental() {
-			v = metaVersion
-		}
-	}
-	b = binary.LittleEndian.AppendUint16(b, v)
+	b = binary.LittleEndian.AppendUint16(b, metaVersion)
 	b = binary.AppendUvarint(b, uint64(m.ID))
 	b = binary.AppendVarint(b, m.Timestamp)
 	b = append(b, byte(m.Kind))
-	keys := make([]TaskKey, 0, len(m.Tasks))
-	for k := range m.Tasks {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Vertex != keys[j].Vertex {
-			return keys[i].Vertex < keys[j].Vertex
-		}
-		return keys[i].Subtask < keys[j].Subtask
-	})
+	b = appendString(b, m.JobID)
+	keys := m.sortedTaskKeys()
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
 		b = appendString(b, k.Vertex)
@@ -205,16 +191,6 @@ func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
 	return b
 }
 
-// incremental reports whether ts has incremental keyed state.
-func (ts TaskSnapshot) incremental() bool {
-	for _, st := range ts.Operators {
-		if st.Keyed != nil && st.Keyed.Incremental != nil {
-			return true
-		}
-	}
-	return false
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
@@ -232,7 +208,27 @@ func appendString(b []byte, s string) []byte {
 func appendStream(b []byte, h StreamHandle) []byte {
 	b = appendString(b, h.Path)
 	b = binary.AppendUvarint(b, uint64(h.Size))
-	return binary.LittleEndian.AppendUint32(b, h.Checksum)
+	var flags byte
+	if h.Legacy {
+		flags |= 1
+	}
+	b = append(b, flags)
+	return binary.LittleEndian.AppendUint64(b, h.Checksum)
+}
+
+// sortedTaskKeys returns the keys of m.Tasks by vertex, then subtask.
+func (m Metadata) sortedTaskKeys() []TaskKey {
+	keys := make([]TaskKey, 0, len(m.Tasks))
+	for k := range m.Tasks {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Vertex != keys[j].Vertex {
+			return keys[i].Vertex < keys[j].Vertex
+		}
+		return keys[i].Subtask < keys[j].Subtask
+	})
+	return keys
 }
 
 func appendOffsets(b []byte, offs []int64) []byte {
@@ -254,6 +250,9 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 	m.ID = barrier.CheckpointID(d.uvarint())
 	m.Timestamp = d.varint()
 	m.Kind = barrier.Kind(d.byte())
+	if v >= 4 {
+		m.JobID = d.string()
+	}
 	n := d.count()
 	m.Tasks = make(map[TaskKey]TaskSnapshot, n)
 	for range n {
@@ -430,12 +429,27 @@ func (d *decoder) string() string {
 
 func (d *decoder) stream() StreamHandle {
 	h := StreamHandle{Path: d.string(), Size: int64(d.uvarint())}
-	if d.err != nil || len(d.b) < 4 {
+	if d.version < 4 {
+		if d.err != nil || len(d.b) < 4 {
+			d.err = cmpErr(d.err, errShort)
+			return h
+		}
+		h.Checksum, h.Legacy = uint64(binary.LittleEndian.Uint32(d.b)), true
+		d.b = d.b[4:]
+		return h
+	}
+	flags := d.byte()
+	if d.err != nil || len(d.b) < 8 {
 		d.err = cmpErr(d.err, errShort)
 		return h
 	}
-	h.Checksum = binary.LittleEndian.Uint32(d.b)
-	d.b = d.b[4:]
+	if flags&^1 != 0 {
+		d.err = fmt.Errorf("unknown stream flags %#x", flags)
+		return h
+	}
+	h.Legacy = flags&1 != 0
+	h.Checksum = binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
 	return h
 }
 
@@ -492,17 +506,7 @@ func (m Metadata) Clone() Metadata {
 // rewriteHandles calls fn on every stream handle of m, in a deterministic
 // order, letting it modify the handle in place.
 func (m Metadata) rewriteHandles(fn func(*StreamHandle)) {
-	keys := make([]TaskKey, 0, len(m.Tasks))
-	for k := range m.Tasks {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Vertex != keys[j].Vertex {
-			return keys[i].Vertex < keys[j].Vertex
-		}
-		return keys[i].Subtask < keys[j].Subtask
-	})
-	for _, k := range keys {
+	for _, k := range m.sortedTaskKeys() {
 		ts := m.Tasks[k]
 		if ts.Channels != nil {
 			fn(&ts.Channels.StreamHandle)

@@ -7,9 +7,15 @@ import (
 
 // StreamHandle locates one state file written into checkpoint storage.
 type StreamHandle struct {
-	Path     string // location understood by the Storage that wrote it
-	Size     int64  // bytes
-	Checksum uint32 // CRC32C (Castagnoli) of the whole file
+	Path string // location understood by the Storage that wrote it
+	Size int64  // bytes, the binding header included
+	// Checksum is the XXH64 of the whole file, its binding header (see
+	// FileOwner) included: it depends on every byte, so a file replaced by
+	// another (an older checkpoint's of the same name) does not verify.
+	Checksum uint64
+	// Legacy marks a file written by weir before metadata version 4: it
+	// has no binding header and Checksum is its CRC32C (Castagnoli).
+	Legacy bool
 }
 
 // KeyedStateHandle is one subtask's keyed state for a range of key groups.
@@ -142,6 +148,9 @@ type TaskKey struct {
 // savepoint: which state files make it up. It is written last; a checkpoint
 // without valid metadata does not exist.
 type Metadata struct {
+	// JobID is the job whose checkpoint this is (see FileOwner); empty in
+	// metadata before version 4.
+	JobID     string
 	ID        barrier.CheckpointID
 	Timestamp int64 // unix ms of the trigger
 	Kind      barrier.Kind

@@ -27,20 +27,62 @@ func TestMetadataEncodingPinned(t *testing.T) {
 		}},
 		{Vertex: "b", Subtask: 0}: {Operators: map[string]state.OperatorSubtaskState{}},
 	}}
-	require.Equal(t, pinnedMetadataV2, hex.EncodeToString(state.EncodeMetadata(m)))
-	// Version 1 files (weir before channel state and finished tasks) are
-	// still read.
+	require.Equal(t, pinnedMetadataV4, hex.EncodeToString(state.EncodeMetadata(m)))
+	m.JobID = "job-1"
+	got, err := state.DecodeMetadata(state.EncodeMetadata(m))
+	require.NoError(t, err)
+	require.Equal(t, m.Clone(), got)
+	m.JobID = ""
+	// Version 2 and 1 files (weir before channel state and finished tasks)
+	// are still read; their handles are Legacy (CRC32C, no file header).
+	v2, err := hex.DecodeString(pinnedMetadataV2)
+	require.NoError(t, err)
+	got, err = state.DecodeMetadata(v2)
+	require.NoError(t, err)
+	require.Equal(t, asLegacy(m), got)
 	v1, err := hex.DecodeString("574549524d45544101002a09010201610103046e6f6e6500026f70010863686b2d34322f7863efbeadde0305030a141e03" +
 		"6f7032020863686b2d34322f7907000000000201650000017301010401620000b2e5592b")
 	require.NoError(t, err)
-	got, err := state.DecodeMetadata(v1)
+	got, err = state.DecodeMetadata(v1)
 	require.NoError(t, err)
-	require.Equal(t, m.Clone(), got)
+	require.Equal(t, asLegacy(m), got)
 	for k, ts := range got.Tasks {
 		require.False(t, ts.Finished, "%v", k)
 		require.Nil(t, ts.Channels, "%v", k)
 	}
 }
+
+// asLegacy returns m with every handle marked Legacy, as a file of an
+// earlier version decodes.
+func asLegacy(m state.Metadata) state.Metadata {
+	out := m.Clone()
+	for k, ts := range out.Tasks {
+		if ts.Channels != nil {
+			ts.Channels.Legacy = true
+		}
+		for op, st := range ts.Operators {
+			if st.Keyed != nil {
+				st.Keyed.Legacy = true
+				if inc := st.Keyed.Incremental; inc != nil {
+					for i := range inc.Shared {
+						inc.Shared[i].Legacy = true
+					}
+					for i := range inc.Private {
+						inc.Private[i].Legacy = true
+					}
+				}
+			}
+			if st.Operator != nil {
+				st.Operator.Legacy = true
+			}
+			ts.Operators[op] = st
+		}
+		out.Tasks[k] = ts
+	}
+	return out
+}
+
+const pinnedMetadataV4 = "574549524d45544104002a090100020161010003046e6f6e6500026f70010863686b2d34322f786300efbeadde000000000305030a141e036f7032020863686b2d34322f7907000000000000000000020165000001730101040162000000eeaf0259"
 
 const pinnedMetadataV2 = "574549524d45544102002a0901020161010003046e6f6e6500026f70010863686b2d34322f7863efbeadde0305030a141e036f7032020863686b2d34322f790700000000020165000001730101040162000000cf3bd6c7"
 
@@ -54,7 +96,12 @@ func TestMetadataV2FinishedAndChannels(t *testing.T) {
 				InputChannels: 2, Subpartitions: []int{3, 1}}},
 	}}
 	enc := state.EncodeMetadata(m)
-	require.Equal(t, pinnedMetadataV2Channels, hex.EncodeToString(enc))
+	require.Equal(t, pinnedMetadataV4Channels, hex.EncodeToString(enc))
+	v2, err := hex.DecodeString(pinnedMetadataV2Channels)
+	require.NoError(t, err)
+	gotV2, err := state.DecodeMetadata(v2)
+	require.NoError(t, err)
+	require.Equal(t, asLegacy(m), gotV2)
 	got, err := state.DecodeMetadata(enc)
 	require.NoError(t, err)
 	require.Equal(t, m, got)
@@ -65,6 +112,8 @@ func TestMetadataV2FinishedAndChannels(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, m.Tasks[state.TaskKey{Vertex: "sum", Subtask: 1}], ts)
 }
+
+const pinnedMetadataV4Channels = "574549524d45544104000702000002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c0003000000000000000202030100c979893d"
 
 const pinnedMetadataV2Channels = "574549524d455441020007020002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c030000000202030100c6f45dcb"
 
@@ -92,16 +141,24 @@ func sampleTaskSnapshot() state.TaskSnapshot {
 	}}
 }
 
+const pinnedSnapshotV4 = "57454952534e415004000003036d61700006736f75726365020963686b2d372f73726308000000000000000000000677696e646f77030d63686b2d372f772d6b6579656480808080802000efbeadde00000000204004001181808080808080108380808080808080400a63686b2d372f772d6f706300010000000000000002076f666673657473000300081005756e696f6e0100a1554e4a"
+
 const pinnedSnapshotV2 = "57454952534e415002000003036d61700006736f75726365020963686b2d372f7372630800000000000677696e646f77030d63686b2d372f772d6b65796564808080808020efbeadde204004001181808080808080108380808080808080400a63686b2d372f772d6f70630100000002076f666673657473000300081005756e696f6e01002857e2e9"
 
 func TestTaskSnapshotEncoding(t *testing.T) {
 	ts := sampleTaskSnapshot()
 	enc := state.EncodeTaskSnapshot(ts)
 	require.Equal(t, enc, state.EncodeTaskSnapshot(sampleTaskSnapshot()), "deterministic")
-	require.Equal(t, pinnedSnapshotV2, hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
+	require.Equal(t, pinnedSnapshotV4, hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
 	got, err := state.DecodeTaskSnapshot(enc)
 	require.NoError(t, err)
 	require.Equal(t, ts, got)
+	legacy := asLegacy(state.Metadata{Tasks: map[state.TaskKey]state.TaskSnapshot{{}: ts}}).Tasks[state.TaskKey{}]
+	v2, err := hex.DecodeString(pinnedSnapshotV2)
+	require.NoError(t, err)
+	got, err = state.DecodeTaskSnapshot(v2)
+	require.NoError(t, err)
+	require.Equal(t, legacy, got)
 	// Version 1 is still read.
 	v1, err := hex.DecodeString("57454952534e4150010003036d61700006736f7572636502" +
 		"0963686b2d372f7372630800000000000677696e646f77030d63686b2d372f772d6b657965648080808080" +
@@ -111,7 +168,7 @@ func TestTaskSnapshotEncoding(t *testing.T) {
 	require.NoError(t, err)
 	got, err = state.DecodeTaskSnapshot(v1)
 	require.NoError(t, err)
-	require.Equal(t, ts, got)
+	require.Equal(t, legacy, got)
 
 	// Empty collections decode as DecodeMetadata decodes them.
 	for _, in := range []state.TaskSnapshot{
@@ -155,10 +212,10 @@ func TestTaskSnapshotCorrupt(t *testing.T) {
 	}{
 		{"nil", nil, "bad magic or too short"},
 		{"metadata", state.EncodeMetadata(state.Metadata{ID: 1}), "bad magic"},
-		{"version 4", frame("WEIRSNAP", 4, body), "unsupported task snapshot version 4"},
+		{"version 5", frame("WEIRSNAP", 5, body), "unsupported task snapshot version 5"},
 		{"version 0", frame("WEIRSNAP", 0, body), "unsupported task snapshot version 0"},
-		{"trailing byte", frame("WEIRSNAP", 2, append(append([]byte(nil), body...), 0)), "1 trailing bytes"},
-		{"truncated body", frame("WEIRSNAP", 2, body[:len(body)-1]), "truncated"},
+		{"trailing byte", frame("WEIRSNAP", 4, append(append([]byte(nil), body...), 0)), "1 trailing bytes"},
+		{"truncated body", frame("WEIRSNAP", 4, body[:len(body)-1]), "truncated"},
 		{"empty body", frame("WEIRSNAP", 2, nil), "truncated"},
 		{"huge count", frame("WEIRSNAP", 2, append([]byte{0}, binary.AppendUvarint(nil, 1<<40)...)), "truncated"},
 		{"unknown flags", frame("WEIRSNAP", 2, []byte{0, 1, 2, 'o', 'p', 4}), `operator "op": unknown flags 0x4`},
@@ -192,7 +249,7 @@ func FuzzDecodeTaskSnapshot(f *testing.F) {
 			return
 		}
 		enc := state.EncodeTaskSnapshot(ts)
-		if binary.LittleEndian.Uint16(b[8:]) == 2 {
+		if binary.LittleEndian.Uint16(b[8:]) == 4 {
 			require.Equal(t, b, enc, "canonical")
 		}
 		again, err := state.DecodeTaskSnapshot(enc)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
@@ -24,10 +25,18 @@ type Storage interface {
 	StateWriterFactory
 	StateReader
 
-	// WriteMetadata writes m durably; it makes checkpoint m.ID complete.
+	// ForOwner returns a factory whose files' binding headers name owner
+	// (see FileOwner); it is a SharedStateWriterFactory if the storage
+	// keeps shared files. The storage's own CreateStateWriter names an
+	// empty owner.
+	ForOwner(owner FileOwner) StateWriterFactory
+
+	// WriteMetadata writes m durably, with the storage's job ID as
+	// m.JobID; it makes checkpoint m.ID complete.
 	WriteMetadata(m Metadata) error
 	// ReadMetadata reads and verifies the metadata of checkpoint id
-	// (ErrNotFound if it has none; *CorruptError if it does not verify).
+	// (ErrNotFound if it has none; *CorruptError if it does not verify,
+	// or if it is the metadata of another checkpoint or job).
 	ReadMetadata(id barrier.CheckpointID) (Metadata, error)
 	// Discard removes checkpoint id and all its files; missing is no error.
 	Discard(id barrier.CheckpointID) error
@@ -66,10 +75,23 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // MetadataFile is the name of the metadata file of a checkpoint directory.
 const MetadataFile = "_metadata"
 
+// ErrLocked is returned by FileStorage.Lock when another running job holds
+// the lock of the same checkpoint place.
+var ErrLocked = errors.New("state: checkpoint storage is in use by another running job")
+
+// LockFile is the name of the lock file of a job's checkpoint place.
+const LockFile = "_lock"
+
 // FileStorageConfig configures a FileStorage.
 type FileStorageConfig struct {
-	// Dir is the storage root (required). Checkpoint N lives in Dir/chk-N/.
+	// Dir is the checkpoint root (required).
 	Dir string
+	// JobID is the job whose checkpoints the storage holds: they live in
+	// the job's own place, Dir/JobID/chk-N/, and the ID is recorded in
+	// every metadata and state file (see FileOwner). Empty: the place is
+	// Dir itself (the layout of weir before metadata version 4), and no
+	// job ID is recorded. It must be a valid job ID (ValidJobID).
+	JobID string
 	// FS is the file system; nil means OSFS.
 	FS FS
 	// Logger receives errors about skipped checkpoints; nil means no logging.
@@ -81,14 +103,45 @@ func (c FileStorageConfig) Validate() error {
 	if c.Dir == "" {
 		return errors.New("state: FileStorageConfig.Dir is required")
 	}
+	if c.JobID != "" {
+		if err := ValidJobID(c.JobID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidJobID checks that id can name a job's checkpoint place: 1 to 128
+// letters, digits, '-', '_' or '.', not starting with '.', and not a name
+// of the checkpoint layout ("shared", "chk-N", "savepoint-…", "_…").
+func ValidJobID(id string) error {
+	bad := func(why string) error { return fmt.Errorf("state: invalid job ID %q: %s", id, why) }
+	if id == "" || len(id) > 128 {
+		return bad("must be 1 to 128 characters")
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return bad("only letters, digits, '-', '_' and '.' are allowed")
+		}
+	}
+	if _, ok := parseChkDir(id); ok || strings.HasPrefix(id, "chk-") || id == sharedDir || strings.HasPrefix(id, ".") ||
+		strings.HasPrefix(id, "_") || strings.HasPrefix(id, "savepoint-") {
+		return bad("it is a name of the checkpoint layout")
+	}
 	return nil
 }
 
 // FileStorage is checkpoint storage on a file system:
 //
-//	<Dir>/chk-<id>/<name>       one file per task state (name unique per task/operator/kind)
-//	<Dir>/chk-<id>/_metadata    written last: its presence makes the checkpoint complete
-//	<Dir>/shared/<backend>/<id>-<name>   a file of incremental snapshots, uploaded for checkpoint id
+//	<Dir>/<JobID>/chk-<id>/<name>      one file per task state (name unique per task/operator/kind)
+//	<Dir>/<JobID>/chk-<id>/_metadata   written last: its presence makes the checkpoint complete
+//	<Dir>/<JobID>/shared/<backend>/<id>-<name>   a file of incremental snapshots, uploaded for checkpoint id
+//	<Dir>/<JobID>/_lock                locked (flock) while a job runs on the place (Lock)
+//
+// <Dir>/<JobID> is the job's place (Dir itself without a JobID). Every
+// state file starts with its binding header (FileOwner) and its handle
+// records its XXH64; the metadata of chk-N must say checkpoint N of the
+// storage's job.
 //
 // Shared files are reference-counted by the checkpoints whose metadata
 // refers to them: Discard deletes those of the discarded checkpoint (the
@@ -100,12 +153,13 @@ func (c FileStorageConfig) Validate() error {
 // checkpoint refers to is never deleted.
 //
 // Every file is written to a temporary name, fsynced, renamed into place and
-// its directory fsynced. Handles hold paths relative to Dir, and every state
-// file's CRC32C is checked on read.
+// its directory fsynced. Handles hold paths relative to the place, and
+// every state file's checksum is checked on read.
 type FileStorage struct {
-	dir string
-	fs  FS
-	log *zap.Logger
+	dir   string // the job's place
+	jobID string
+	fs    FS
+	log   *zap.Logger
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -115,7 +169,10 @@ func NewFileStorage(cfg FileStorageConfig) (*FileStorage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &FileStorage{dir: cfg.Dir, fs: cfg.FS, log: cfg.Logger}
+	s := &FileStorage{dir: cfg.Dir, jobID: cfg.JobID, fs: cfg.FS, log: cfg.Logger}
+	if cfg.JobID != "" {
+		s.dir = filepath.Join(cfg.Dir, cfg.JobID)
+	}
 	if s.fs == nil {
 		s.fs = OSFS{}
 	}
@@ -137,13 +194,46 @@ func NewMemoryStorage() *FileStorage {
 	return s
 }
 
-// Dir returns the storage root.
+// Dir returns the job's place: Dir/JobID, or Dir without a JobID.
 func (s *FileStorage) Dir() string { return s.dir }
+
+// JobID returns the storage's job ID (FileStorageConfig.JobID).
+func (s *FileStorage) JobID() string { return s.jobID }
+
+// Lock takes the lock of the job's place (an exclusive flock of its
+// _lock file on the operating system's file system), so that a second job
+// cannot run on the same place at the same time; it fails with ErrLocked
+// while another holds it. Closing the result releases it. A lock on a
+// network file system is only as good as that file system's flock.
+func (s *FileStorage) Lock() (io.Closer, error) {
+	p := filepath.Join(s.dir, LockFile)
+	l, err := s.fs.Lock(p)
+	if errors.Is(err, ErrLocked) {
+		return nil, fmt.Errorf("%w: %s is locked (another job with the same job ID and checkpoint directory is running)", ErrLocked, p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: lock %s: %w", p, err)
+	}
+	return l, nil
+}
 
 // FS returns the storage's file system.
 func (s *FileStorage) FS() FS { return s.fs }
 
 func chkDir(id barrier.CheckpointID) string { return "chk-" + strconv.FormatUint(uint64(id), 10) }
+
+// parseChkDir parses a checkpoint directory's name, chk-N.
+func parseChkDir(name string) (barrier.CheckpointID, bool) {
+	v, ok := strings.CutPrefix(name, "chk-")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || id == 0 || strconv.FormatUint(id, 10) != v {
+		return 0, false
+	}
+	return barrier.CheckpointID(id), true
+}
 
 func (s *FileStorage) abs(rel string) string { return filepath.Join(s.dir, filepath.FromSlash(rel)) }
 
@@ -155,16 +245,56 @@ func validName(name string) error {
 	return nil
 }
 
-// CreateStateWriter creates state file name of checkpoint id.
+// CreateStateWriter creates state file name of checkpoint id, of an empty
+// owner (see ForOwner).
 func (s *FileStorage) CreateStateWriter(id barrier.CheckpointID, name string) (StateWriter, error) {
+	return s.createState(id, FileOwner{}, name)
+}
+
+func (s *FileStorage) createState(id barrier.CheckpointID, owner FileOwner, name string) (StateWriter, error) {
 	if id == 0 {
 		return nil, errors.New("state: checkpoint id 0")
 	}
 	if err := validName(name); err != nil {
 		return nil, err
 	}
-	rel := path.Join(chkDir(id), name)
-	return s.createAtomic(rel)
+	return s.createBound(path.Join(chkDir(id), name), FileBinding{JobID: s.jobID, Checkpoint: id, Owner: owner})
+}
+
+// createBound starts state file rel with its binding header.
+func (s *FileStorage) createBound(rel string, b FileBinding) (*fileWriter, error) {
+	hdr, err := AppendFileHeader(nil, b)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.createAtomic(rel)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(hdr); err != nil {
+		_ = w.Abort()
+		return nil, err
+	}
+	w.hdr = int64(len(hdr))
+	return w, nil
+}
+
+// ForOwner returns a factory of state and shared files of owner.
+func (s *FileStorage) ForOwner(owner FileOwner) StateWriterFactory {
+	return ownedFiles{s: s, owner: owner}
+}
+
+type ownedFiles struct {
+	s     *FileStorage
+	owner FileOwner
+}
+
+func (o ownedFiles) CreateStateWriter(id barrier.CheckpointID, name string) (StateWriter, error) {
+	return o.s.createState(id, o.owner, name)
+}
+
+func (o ownedFiles) CreateSharedStateWriter(id barrier.CheckpointID, backend, name string) (StateWriter, error) {
+	return o.s.createShared(id, o.owner, backend, name)
 }
 
 // sharedDir is the directory of shared files.
@@ -173,13 +303,18 @@ const sharedDir = "shared"
 // CreateSharedStateWriter creates shared file name of backend, uploaded for
 // checkpoint id (see FileStorage).
 func (s *FileStorage) CreateSharedStateWriter(id barrier.CheckpointID, backend, name string) (StateWriter, error) {
+	return s.createShared(id, FileOwner{}, backend, name)
+}
+
+func (s *FileStorage) createShared(id barrier.CheckpointID, owner FileOwner, backend, name string) (StateWriter, error) {
 	if id == 0 {
 		return nil, errors.New("state: checkpoint id 0")
 	}
 	if err := errors.Join(validName(backend), validName(name)); err != nil {
 		return nil, err
 	}
-	return s.createAtomic(path.Join(sharedDir, backend, fmt.Sprintf("%d-%s", id, name)))
+	return s.createBound(path.Join(sharedDir, backend, fmt.Sprintf("%d-%s", id, name)),
+		FileBinding{JobID: s.jobID, Checkpoint: id, Owner: owner})
 }
 
 // createAtomic starts writing rel (relative to the root) through a
@@ -197,18 +332,21 @@ func (s *FileStorage) createAtomic(rel string) (*fileWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: create %s: %w", rel, err)
 	}
-	return &fileWriter{s: s, f: f, tmp: tmp, rel: rel}, nil
+	return &fileWriter{s: s, f: f, tmp: tmp, rel: rel, sum: xxhash.New()}, nil
 }
 
 type fileWriter struct {
-	s    *FileStorage
-	f    File
-	tmp  string
-	rel  string
-	crc  uint32
-	n    int64
-	err  error
-	done bool
+	s      *FileStorage
+	f      File
+	tmp    string
+	rel    string
+	sum    *xxhash.Digest
+	legacy bool // also keep the CRC32C (a copy of a Legacy file)
+	crc    uint32
+	hdr    int64 // bytes of binding header written first
+	n      int64
+	err    error
+	done   bool
 }
 
 func (w *fileWriter) Write(p []byte) (int, error) {
@@ -219,7 +357,10 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 		return 0, errors.New("state: write after close")
 	}
 	n, err := w.f.Write(p)
-	w.crc = crc32.Update(w.crc, castagnoli, p[:n])
+	_, _ = w.sum.Write(p[:n])
+	if w.legacy {
+		w.crc = crc32.Update(w.crc, castagnoli, p[:n])
+	}
 	w.n += int64(n)
 	if err != nil {
 		w.err = fmt.Errorf("state: write %s: %w", w.rel, err)
@@ -256,7 +397,11 @@ func (w *fileWriter) Close() (StreamHandle, error) {
 		_ = w.s.fs.Remove(w.s.abs(w.tmp))
 		return StreamHandle{}, err
 	}
-	return StreamHandle{Path: w.rel, Size: w.n, Checksum: w.crc}, nil
+	h := StreamHandle{Path: w.rel, Size: w.n - w.hdr, Checksum: w.sum.Sum64()}
+	if w.legacy {
+		h.Checksum, h.Legacy = uint64(w.crc), true
+	}
+	return h, nil
 }
 
 func (w *fileWriter) Abort() error {
@@ -277,46 +422,99 @@ func validRel(rel string) error {
 	return nil
 }
 
-// OpenState opens a state file and verifies its size and CRC32C before
-// returning it (a mismatch is a *CorruptError).
+// OpenState opens a state file and verifies its size and checksum before
+// returning it (a mismatch is a *CorruptError); the returned file shows
+// the bytes after its binding header.
 func (s *FileStorage) OpenState(h StreamHandle) (StateFile, error) {
-	if err := validRel(h.Path); err != nil {
+	f, _, err := s.openVerified(h)
+	if err != nil {
 		return nil, err
+	}
+	return f, nil
+}
+
+// openVerified opens the file of h, checks its size and checksum and reads
+// its binding header (a Legacy file has none).
+func (s *FileStorage) openVerified(h StreamHandle) (*stateFile, FileBinding, error) {
+	if err := validRel(h.Path); err != nil {
+		return nil, FileBinding{}, err
 	}
 	f, err := s.fs.Open(s.abs(h.Path))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, &CorruptError{Path: h.Path, Reason: "missing", Err: err}
+			return nil, FileBinding{}, &CorruptError{Path: h.Path, Reason: "missing", Err: err}
 		}
-		return nil, fmt.Errorf("state: open %s: %w", h.Path, err)
+		return nil, FileBinding{}, fmt.Errorf("state: open %s: %w", h.Path, err)
 	}
 	size, err := f.Size()
-	if err == nil && size != h.Size {
-		err = &CorruptError{Path: h.Path, Reason: fmt.Sprintf("size %d, expected %d (truncated?)", size, h.Size)}
-	}
-	if err == nil {
-		crc := crc32.New(castagnoli)
-		if _, err = io.Copy(crc, io.NewSectionReader(f, 0, size)); err != nil {
-			err = fmt.Errorf("state: read %s: %w", h.Path, err)
-		} else if got := crc.Sum32(); got != h.Checksum {
-			err = &CorruptError{Path: h.Path, Reason: fmt.Sprintf("checksum %08x, expected %08x", got, h.Checksum)}
-		}
-	}
 	if err != nil {
 		_ = f.Close()
-		return nil, err
+		return nil, FileBinding{}, fmt.Errorf("state: stat %s: %w", h.Path, err)
 	}
-	return &stateFile{File: f, size: size}, nil
+	sf, b, err := VerifyStateFile(f, size, h)
+	if err != nil {
+		_ = f.Close()
+		return nil, FileBinding{}, err
+	}
+	return &stateFile{f: f, ReaderAt: sf, size: sf.Size()}, b, nil
 }
 
+// VerifyStateFile checks that r, size bytes, is the state file h
+// describes (its size and checksum) and reads its binding header. It
+// returns the file's content, the bytes after the header, and the header
+// (zero for a Legacy file, which has none). A mismatch is a *CorruptError
+// naming h.Path; storages call it on every state file they open.
+func VerifyStateFile(r io.ReaderAt, size int64, h StreamHandle) (*io.SectionReader, FileBinding, error) {
+	if h.Legacy {
+		if size != h.Size {
+			return nil, FileBinding{}, &CorruptError{Path: h.Path, Reason: fmt.Sprintf("size %d, expected %d (truncated?)", size, h.Size)}
+		}
+		crc := crc32.New(castagnoli)
+		if _, err := io.Copy(crc, io.NewSectionReader(r, 0, size)); err != nil {
+			return nil, FileBinding{}, fmt.Errorf("state: read %s: %w", h.Path, err)
+		}
+		if got := uint64(crc.Sum32()); got != h.Checksum {
+			return nil, FileBinding{}, &CorruptError{Path: h.Path, Reason: fmt.Sprintf("checksum %08x, expected %08x", got, h.Checksum)}
+		}
+		return io.NewSectionReader(r, 0, size), FileBinding{}, nil
+	}
+	b, hdr, herr := ReadFileHeader(r, size)
+	// what the header says, for an error about a file that does not verify
+	says := func() string {
+		if herr != nil {
+			return ""
+		}
+		return "; its header says it belongs to " + b.String()
+	}
+	if herr == nil && size-hdr != h.Size {
+		return nil, FileBinding{}, &CorruptError{Path: h.Path, Reason: fmt.Sprintf("size %d, expected %d (truncated?)%s", size-hdr, h.Size, says())}
+	}
+	sum := xxhash.New()
+	if _, err := io.Copy(sum, io.NewSectionReader(r, 0, size)); err != nil {
+		return nil, FileBinding{}, fmt.Errorf("state: read %s: %w", h.Path, err)
+	}
+	if got := sum.Sum64(); got != h.Checksum {
+		return nil, FileBinding{}, &CorruptError{Path: h.Path, Reason: fmt.Sprintf("checksum %016x, expected %016x%s", got, h.Checksum, says())}
+	}
+	if herr != nil {
+		return nil, FileBinding{}, &CorruptError{Path: h.Path, Reason: "file header", Err: herr}
+	}
+	return io.NewSectionReader(r, hdr, size-hdr), b, nil
+}
+
+// stateFile is a verified state file: the bytes after its header.
 type stateFile struct {
-	File
+	io.ReaderAt
+	f    File
 	size int64
 }
 
+func (f *stateFile) Close() error { return f.f.Close() }
+
 func (f *stateFile) Size() int64 { return f.size }
 
-// VerifyState checks that the file of h exists and matches its size and CRC.
+// VerifyState checks that the file of h exists and matches its size and
+// checksum.
 func (s *FileStorage) VerifyState(h StreamHandle) error {
 	f, err := s.OpenState(h)
 	if err != nil {
@@ -325,12 +523,45 @@ func (s *FileStorage) VerifyState(h StreamHandle) error {
 	return f.Close()
 }
 
+// Verify checks every state file of m: its size, its checksum, and that
+// its binding header names m's job and checkpoint (a shared file: this or
+// an earlier checkpoint) and the task and operator m files it under.
+func (s *FileStorage) Verify(m Metadata) error {
+	return VerifyMetadataFiles(m, func(h StreamHandle) (FileBinding, error) {
+		f, b, err := s.openVerified(h)
+		if err != nil {
+			return FileBinding{}, err
+		}
+		return b, f.Close()
+	})
+}
+
+// VerifyMetadataFiles checks every state file of m with open (which
+// verifies one file and returns its binding header) and compares each
+// header with where m files the state.
+func VerifyMetadataFiles(m Metadata, open func(StreamHandle) (FileBinding, error)) error {
+	for _, h := range m.boundHandles() {
+		b, err := open(h.StreamHandle)
+		if err != nil {
+			return err
+		}
+		if h.Legacy {
+			continue
+		}
+		if err := checkBinding(m, h, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WriteMetadata writes chk-<id>/_metadata durably (temp file, fsync,
 // rename, fsync of the directory), completing checkpoint m.ID.
 func (s *FileStorage) WriteMetadata(m Metadata) error {
 	if m.ID == 0 {
 		return errors.New("state: metadata with checkpoint id 0")
 	}
+	m.JobID = s.jobID
 	return s.writeFile(path.Join(chkDir(m.ID), MetadataFile), EncodeMetadata(m))
 }
 
@@ -347,9 +578,32 @@ func (s *FileStorage) writeFile(rel string, data []byte) error {
 	return err
 }
 
-// ReadMetadata reads and verifies chk-<id>/_metadata.
+// ReadMetadata reads and verifies chk-<id>/_metadata: it must describe
+// checkpoint id of the storage's job (metadata of another checkpoint, as
+// an older one's copied over it, is a *CorruptError).
 func (s *FileStorage) ReadMetadata(id barrier.CheckpointID) (Metadata, error) {
-	return s.readMetadata(path.Join(chkDir(id), MetadataFile))
+	rel := path.Join(chkDir(id), MetadataFile)
+	m, err := s.readMetadata(rel)
+	if err != nil {
+		return Metadata{}, err
+	}
+	if err := CheckMetadataPlace(m, id, s.jobID, rel); err != nil {
+		return Metadata{}, err
+	}
+	return m, nil
+}
+
+// CheckMetadataPlace checks that m, read from path, is the metadata of
+// checkpoint id of job jobID (of any job if jobID is empty): a mismatch is
+// a *CorruptError.
+func CheckMetadataPlace(m Metadata, id barrier.CheckpointID, jobID, path string) error {
+	if m.ID != id {
+		return &CorruptError{Path: path, Reason: fmt.Sprintf("it is the metadata of checkpoint %d, not of checkpoint %d (a stale copy?)", m.ID, id)}
+	}
+	if jobID != "" && m.JobID != jobID {
+		return &CorruptError{Path: path, Reason: fmt.Sprintf("it is the metadata of job %q, not of job %q", m.JobID, jobID)}
+	}
+	return nil
 }
 
 func (s *FileStorage) readMetadata(rel string) (Metadata, error) {
@@ -472,10 +726,8 @@ func (s *FileStorage) Checkpoints() ([]barrier.CheckpointID, error) {
 	}
 	var ids []barrier.CheckpointID
 	for _, n := range names {
-		if v, ok := strings.CutPrefix(n, "chk-"); ok {
-			if id, err := strconv.ParseUint(v, 10, 64); err == nil && id > 0 {
-				ids = append(ids, barrier.CheckpointID(id))
-			}
+		if id, ok := parseChkDir(n); ok {
+			ids = append(ids, id)
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] })
@@ -497,7 +749,7 @@ func (s *FileStorage) Latest() (Metadata, error) {
 			continue
 		}
 		if err == nil {
-			err = s.verifyAll(m)
+			err = s.Verify(m)
 		}
 		if err != nil {
 			s.log.Error("skipping corrupt checkpoint; falling back to an older one",
@@ -507,15 +759,6 @@ func (s *FileStorage) Latest() (Metadata, error) {
 		return m, nil
 	}
 	return Metadata{}, fmt.Errorf("%w: no valid completed checkpoint in %s", ErrNotFound, s.dir)
-}
-
-func (s *FileStorage) verifyAll(m Metadata) error {
-	for _, h := range m.StreamHandles() {
-		if err := s.VerifyState(h); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ExportSavepoint copies m's state files and metadata into a new directory
@@ -530,7 +773,10 @@ func (s *FileStorage) ExportSavepoint(m Metadata, dir string) (string, error) {
 	if err := s.fs.MkdirAll(tmp); err != nil {
 		return "", fmt.Errorf("state: export savepoint: %w", err)
 	}
-	sp := &FileStorage{dir: tmp, fs: s.fs, log: s.log}
+	if s.jobID != "" {
+		m.JobID = s.jobID // its files say so
+	}
+	sp := &FileStorage{dir: tmp, jobID: m.JobID, fs: s.fs, log: s.log}
 	ok := false
 	defer func() {
 		if !ok {
@@ -568,17 +814,30 @@ func (s *FileStorage) ExportSavepoint(m Metadata, dir string) (string, error) {
 	return final, nil
 }
 
+// copyState copies the file of h byte for byte (binding header included)
+// to dst's file name, checking on the way that it is the file h describes.
 func (s *FileStorage) copyState(dst *FileStorage, h StreamHandle, name string) error {
-	f, err := s.OpenState(h)
-	if err != nil {
+	if err := validRel(h.Path); err != nil {
 		return err
 	}
+	f, err := s.fs.Open(s.abs(h.Path))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return &CorruptError{Path: h.Path, Reason: "missing", Err: err}
+		}
+		return fmt.Errorf("state: open %s: %w", h.Path, err)
+	}
 	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return fmt.Errorf("state: stat %s: %w", h.Path, err)
+	}
 	w, err := dst.createAtomic(name)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(w, io.NewSectionReader(f, 0, f.Size())); err != nil {
+	w.legacy = h.Legacy
+	if _, err := io.Copy(w, io.NewSectionReader(f, 0, size)); err != nil {
 		_ = w.Abort()
 		return err
 	}
@@ -586,8 +845,8 @@ func (s *FileStorage) copyState(dst *FileStorage, h StreamHandle, name string) e
 	if err != nil {
 		return err
 	}
-	if nh.Checksum != h.Checksum || nh.Size != h.Size {
-		return &CorruptError{Path: h.Path, Reason: "changed while copying"}
+	if nh.Checksum != h.Checksum {
+		return &CorruptError{Path: h.Path, Reason: fmt.Sprintf("checksum %016x, expected %016x", nh.Checksum, h.Checksum)}
 	}
 	return nil
 }
@@ -601,7 +860,8 @@ func (s *FileStorage) OpenSavepoint(p string) (Metadata, Storage, error) {
 	if err != nil {
 		return Metadata{}, nil, err
 	}
-	if err := sp.verifyAll(m); err != nil {
+	sp.jobID = m.JobID
+	if err := sp.Verify(m); err != nil {
 		return Metadata{}, nil, err
 	}
 	return m, sp, nil

@@ -1,9 +1,11 @@
 package state_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -98,7 +100,7 @@ func (f *errorFile) Sync() error {
 
 // writeCheckpoint snapshots a heap backend holding n keys with value
 // base+i (and an operator list state) and completes checkpoint id.
-func writeCheckpoint(t *testing.T, s state.Storage, id barrier.CheckpointID, base int64) (state.Metadata, error) {
+func writeCheckpoint(t testing.TB, s state.Storage, id barrier.CheckpointID, base int64) (state.Metadata, error) {
 	t.Helper()
 	b, err := heap.New(heap.Config{MaxParallelism: 8})
 	require.NoError(t, err)
@@ -112,7 +114,7 @@ func writeCheckpoint(t *testing.T, s state.Storage, id barrier.CheckpointID, bas
 	ol, err := state.GetOperatorListState(ob, state.ListDescriptor[int64]{Name: "offsets", Codec: int64Codec{}}, state.SplitDistribute)
 	require.NoError(t, err)
 	require.NoError(t, ol.Add(base))
-	w := state.PrefixedWriters(s, "src-0-op1")
+	w := state.PrefixedWriters(s.ForOwner(state.FileOwner{Vertex: "src", Operator: "op1"}), "src-0-op1")
 	krun, err := b.Snapshot(id, w)
 	require.NoError(t, err)
 	orun, err := ob.Snapshot(id, w)
@@ -426,19 +428,26 @@ func TestKeyedSnapshotWriterOrder(t *testing.T) {
 type unverified struct{ fs state.FS }
 
 type memStateFile struct {
+	*io.SectionReader
 	state.File
-	size int64
 }
 
-func (f memStateFile) Size() int64 { return f.size }
+func (f memStateFile) ReadAt(p []byte, off int64) (int, error) { return f.SectionReader.ReadAt(p, off) }
+func (f memStateFile) Read(p []byte) (int, error)              { return f.SectionReader.Read(p) }
+func (f memStateFile) Size() int64                             { return f.SectionReader.Size() }
 
+// OpenState skips the binding header without checking anything.
 func (u unverified) OpenState(h state.StreamHandle) (state.StateFile, error) {
 	f, err := u.fs.Open("/checkpoints/" + h.Path)
 	if err != nil {
 		return nil, err
 	}
 	n, _ := f.Size()
-	return memStateFile{f, n}, nil
+	_, hdr, err := state.ReadFileHeader(f, n)
+	if err != nil {
+		return nil, err
+	}
+	return memStateFile{io.NewSectionReader(f, hdr, n-hdr), f}, nil
 }
 
 func TestKeyedSectionChecksum(t *testing.T) {
@@ -447,7 +456,9 @@ func TestKeyedSectionChecksum(t *testing.T) {
 	require.NoError(t, err)
 	kh := *m.Tasks[state.TaskKey{Vertex: "src"}].Operators["op1"].Keyed
 	require.NoError(t, s.FS().(*state.MemFS).Corrupt("/checkpoints/"+kh.Path, func(b []byte) []byte {
-		b[kh.Offsets[5]+3] ^= 0x40
+		_, hdr, err := state.ReadFileHeader(bytes.NewReader(b), int64(len(b)))
+		require.NoError(t, err)
+		b[hdr+kh.Offsets[5]+3] ^= 0x40
 		return b
 	}))
 	b, err := heap.New(heap.Config{MaxParallelism: 8})

@@ -332,7 +332,8 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 		}
 		st := t.states[i]
 		p := snapshotPart{opID: op.ID()}
-		w := state.PrefixedWriters(c.cfg.Storage, st.prefix)
+		owner := state.FileOwner{Vertex: t.cfg.Key.Vertex, Subtask: t.cfg.Key.Subtask, Operator: op.ID()}
+		w := state.PrefixedWriters(c.cfg.Storage.ForOwner(owner), st.prefix)
 		if b.Options.Kind == barrier.Savepoint {
 			w = state.FullSnapshotsOnly(w) // savepoints are self-contained
 		}

@@ -155,6 +155,13 @@ type Task struct {
 	parentCtx  context.Context // Run's: canceled with the task, not at its end
 	lv         liveState       // what LiveMetrics reads
 
+	// blocked counts the operators that block the input (BlockInput);
+	// resumeCh is the channel whose buffer one of them stopped the task
+	// in (-1: none).
+	blocked  int
+	blocking []bool
+	resumeCh int
+
 	mu struct {
 		sync.Mutex
 		state State
@@ -198,6 +205,7 @@ func New(cfg Config) (*Task, error) {
 	t.metrics.Name = cfg.Name
 	t.out = outputTime{watermark: eventtime.MinWatermark}
 	t.proc = newProcTimers(len(cfg.Operators))
+	t.blocking, t.resumeCh = make([]bool, len(cfg.Operators)), -1
 	t.initLive()
 	t.ckptNext = noTime
 	if cfg.Gate != nil {
@@ -670,13 +678,19 @@ func (t *Task) runSource(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if t.blocked > 0 {
+			if err := t.waitUnblocked(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if ch := t.outputsBlocked(); ch != nil {
 			if err := t.wait(ctx, ch, true); err != nil {
 				return err
 			}
 			continue
 		}
-		for i := 0; i < sourceBatch; i++ {
+		for i := 0; i < sourceBatch && t.blocked == 0; i++ {
 			st, err := src.PollNext()
 			if err != nil {
 				return t.wrapErr(err)
@@ -721,8 +735,22 @@ func (t *Task) runInput(ctx context.Context) error {
 		if err := t.runMails(); err != nil {
 			return err
 		}
+		if t.blocked > 0 {
+			if err := t.waitUnblocked(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if t.overdrawn() {
 			if err := t.waitForOutputs(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if ch := t.resumeCh; ch >= 0 {
+			// The rest of a buffer an operator stopped the task in.
+			t.resumeCh = -1
+			if err := t.consume(ch); err != nil {
 				return err
 			}
 			continue
@@ -749,38 +777,53 @@ func (t *Task) runInput(ctx context.Context) error {
 			continue
 		}
 		t.metrics.BytesIn += int64(b.Len())
-		d, in := t.deser[ch], t.chans[ch].proc
-		d.SetBuffer(b)
-		n := int64(0)
-		for {
-			rec, ok, err := d.Next()
-			if err != nil {
-				return t.wrapErr(err)
-			}
-			if !ok {
-				break
-			}
-			n++
-			if err := in.ProcessRecord(rec); err != nil {
-				t.metrics.RecordsIn += n
-				return t.wrapErr(err)
-			}
-			if n&63 == 0 && (gate.PriorityPending() || t.ckptNext != noTime) {
-				// A long buffer (a slow operator) does not hold up an
-				// unaligned barrier or an alignment timeout.
-				if err := t.midBuffer(); err != nil {
-					t.metrics.RecordsIn += n
-					return err
-				}
-			}
-		}
-		t.metrics.RecordsIn += n
-		t.cfg.Current.Set(nil)
-		if err := t.tick(time.Now()); err != nil {
+		t.deser[ch].SetBuffer(b)
+		if err := t.consume(ch); err != nil {
 			return err
 		}
 	}
 	return t.runMails()
+}
+
+// consume hands the records of channel ch's current buffer to the chain,
+// until the buffer is used up or an operator blocks the input (BlockInput):
+// the rest of the buffer then waits in the channel's deserializer
+// (resumeCh), and an unaligned checkpoint taken meanwhile persists it as
+// the channel's in-flight data.
+func (t *Task) consume(ch int) error {
+	gate := t.cfg.Gate
+	d, in := t.deser[ch], t.chans[ch].proc
+	n := int64(0)
+	for {
+		if t.blocked > 0 {
+			t.resumeCh = ch
+			break
+		}
+		rec, ok, err := d.Next()
+		if err != nil {
+			t.metrics.RecordsIn += n
+			return t.wrapErr(err)
+		}
+		if !ok {
+			break
+		}
+		n++
+		if err := in.ProcessRecord(rec); err != nil {
+			t.metrics.RecordsIn += n
+			return t.wrapErr(err)
+		}
+		if n&63 == 0 && (gate.PriorityPending() || t.ckptNext != noTime) {
+			// A long buffer (a slow operator) does not hold up an
+			// unaligned barrier or an alignment timeout.
+			if err := t.midBuffer(); err != nil {
+				t.metrics.RecordsIn += n
+				return err
+			}
+		}
+	}
+	t.metrics.RecordsIn += n
+	t.cfg.Current.Set(nil)
+	return t.tick(time.Now())
 }
 
 // handleEvent handles one event buffer from channel ch.

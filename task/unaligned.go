@@ -323,7 +323,7 @@ func (t *Task) writeChannelState(ctx context.Context, s *channelState) (*state.C
 	if !ok {
 		return nil, false, nil
 	}
-	h, err := state.WriteChannelState(t.ckpt.cfg.Storage, s.id, fileSafe(t.cfg.Key.Vertex)+fmt.Sprintf("-%d-channels", t.cfg.Key.Subtask), cs)
+	h, err := state.WriteChannelState(t.ckpt.cfg.Storage.ForOwner(state.FileOwner{Vertex: t.cfg.Key.Vertex, Subtask: t.cfg.Key.Subtask}), s.id, fileSafe(t.cfg.Key.Vertex)+fmt.Sprintf("-%d-channels", t.cfg.Key.Subtask), cs)
 	if err != nil {
 		return nil, true, fmt.Errorf("channel state: %w", err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/barrier"
-	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/state"
 )
 
@@ -124,10 +123,7 @@ func (r *R) Env(opts ...weir.Option) *weir.Environment {
 	if err != nil {
 		panic(err) // an in-memory file system cannot fail to create a directory
 	}
-	restart, err := coordinator.NewFixedDelay(coordinator.FixedDelayConfig{Attempts: 2*r.cfg.MaxFaults + 4})
-	if err != nil {
-		panic(err) // a positive number of attempts, no delay: always valid
-	}
+	restart := weir.FixedDelayRestart(2*r.cfg.MaxFaults+4, 0)
 	all := append(append([]weir.Option(nil), r.cfg.Options...), opts...)
 	all = append(all,
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: r.cfg.CheckpointInterval, Mode: r.cfg.Mode,

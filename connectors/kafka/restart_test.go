@@ -15,7 +15,6 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connectors/kafka"
-	"github.com/weirstream/weir/coordinator"
 )
 
 // A broker of three leaves the cluster while an exactly-once job runs and
@@ -71,8 +70,7 @@ func TestBrokerRestartDuringJob(t *testing.T) {
 			})
 		}
 	}
-	restarts, err := coordinator.NewFixedDelay(coordinator.FixedDelayConfig{Attempts: 100, Delay: 50 * time.Millisecond})
-	require.NoError(t, err)
+	restarts := weir.FixedDelayRestart(100, 50*time.Millisecond)
 	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 1000}),
 		weir.WithRestartStrategy(restarts))

@@ -4,8 +4,15 @@
 // window closes. With a logger it also logs a progress line every few
 // seconds. Ctrl-C stops it cleanly.
 //
+// With -slow the printing sink takes that long per window result; it
+// holds the job back once results come faster than it prints them:
+// 8 sensors with 10 ms windows make 800 results a second, and at 20 ms
+// each the sink prints 50. Within seconds the windows and the sources
+// wait for buffers most of the time, and the dashboard shows them
+// back-pressured (dark grey, "high") and the sink busy (red).
+//
 //	go run ./examples/dashboard                        # http://127.0.0.1:8081
-//	go run ./examples/dashboard -slow 20ms             # a sink that cannot keep up: back pressure
+//	go run ./examples/dashboard -window 10ms -slow 20ms  # a sink that cannot keep up: back pressure
 //	go run ./examples/dashboard -prometheus :9249      # /metrics for Prometheus too
 //	go run ./examples/dashboard -dashboard 0.0.0.0:8081 -token s3cret
 package main
@@ -61,6 +68,9 @@ type config struct {
 	sensors, parallelism         int
 	window, slow, progress       time.Duration
 	quiet                        bool
+	// metricsInterval is how often the job samples its metrics (0: the
+	// default, 1 s).
+	metricsInterval time.Duration
 }
 
 func main() {
@@ -127,6 +137,9 @@ func run(ctx context.Context, c config, log *zap.Logger, out io.Writer, started 
 	}
 	if c.prometheus != "" {
 		opts = append(opts, weir.WithPrometheus(c.prometheus, httpOpts...))
+	}
+	if c.metricsInterval > 0 {
+		opts = append(opts, weir.WithMetricsInterval(c.metricsInterval))
 	}
 	env := weir.NewEnvironment(opts...)
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
-	"github.com/weirstream/weir/coordinator"
 )
 
 type kv struct{ K, V int64 }
@@ -113,10 +112,7 @@ func run(n, keys int64, par, failures int, seed uint64) error {
 		}
 	}
 
-	restart, err := coordinator.NewFixedDelay(coordinator.FixedDelayConfig{Attempts: failures + 5, Delay: 50 * time.Millisecond})
-	if err != nil {
-		return err
-	}
+	restart := weir.FixedDelayRestart(failures+5, 50*time.Millisecond)
 	env := weir.NewEnvironment(weir.WithParallelism(par),
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 100 * time.Millisecond, TolerableFailures: failures}),
 		weir.WithRestartStrategy(restart))

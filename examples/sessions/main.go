@@ -24,7 +24,6 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
-	"github.com/weirstream/weir/coordinator"
 )
 
 // click is one page view of a user at an event time (ms).
@@ -158,7 +157,7 @@ func run(ctx context.Context, p params, out *os.File) error {
 	var finished atomic.Int64
 	env := weir.NewEnvironment(weir.WithParallelism(p.sources),
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 100 * time.Millisecond, TolerableFailures: 100}),
-		weir.WithRestartStrategy(mustRestart(p.kill)))
+		weir.WithRestartStrategy(weir.FixedDelayRestart(p.kill+3, 50*time.Millisecond)))
 	src := weir.FromPollingReader(env, "clicks", func(sub, par int) (weir.PollingReader[click], error) {
 		idle := sub == par-1 && par > 1
 		return &clickReader{clicks: per[sub], idle: idle, limit: p.rate / float64(par),
@@ -239,14 +238,6 @@ func verify(want, got []session) error {
 		}
 	}
 	return nil
-}
-
-func mustRestart(kills int) weir.RestartStrategy {
-	s, err := coordinator.NewFixedDelay(coordinator.FixedDelayConfig{Attempts: kills + 3, Delay: 50 * time.Millisecond})
-	if err != nil {
-		panic(err)
-	}
-	return s
 }
 
 // killer returns a map function that fails its task kills times, each at

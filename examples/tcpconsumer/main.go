@@ -1,8 +1,10 @@
 // Command tcpconsumer reads every subpartition of a partition served by
 // tcpproducer (or any server speaking docs/protocol.md) with weir's own TCP
 // client, remote channels and input gate, checks every record and prints a
-// summary.
+// summary. Its defaults are tcpproducer's:
 //
+//	go run ./examples/tcpproducer &   # 1,000,000 records in 4 subpartitions on 127.0.0.1:7070
+//	go run ./examples/tcpconsumer     # waits up to -wait for the producer, reads and checks them
 //	go run ./examples/tcpconsumer -connect host:port -partition <uuid> -subpartitions K -records N [-token T] [-record-size B]
 //
 // Subpartition s must deliver, in order, the records i in [0, N) with
@@ -15,6 +17,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -26,6 +29,9 @@ import (
 	"github.com/weirstream/weir/network/wire"
 )
 
+// defaultPartition is tcpproducer's DefaultPartition.
+const defaultPartition = "00000000-0000-4000-8000-000000007070"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "tcpconsumer:", err)
@@ -34,10 +40,11 @@ func main() {
 }
 
 func run() error {
-	addr := flag.String("connect", "", "server address host:port")
-	partition := flag.String("partition", "", "partition ID (UUID) to read")
-	subs := flag.Int("subpartitions", 1, "number of subpartitions K")
-	records := flag.Int64("records", 0, "number of records N")
+	addr := flag.String("connect", "127.0.0.1:7070", "server address host:port")
+	partition := flag.String("partition", defaultPartition, "partition ID (UUID) to read")
+	subs := flag.Int("subpartitions", 4, "number of subpartitions K")
+	records := flag.Int64("records", 1_000_000, "number of records N")
+	wait := flag.Duration("wait", 10*time.Second, "how long to wait for the server to accept connections")
 	token := flag.String("token", "", "token to send in HELLO")
 	recSize := flag.Int("record-size", 8, "bytes per record B (at least 8)")
 	segSize := flag.Int("segment-size", buffer.DefaultSegmentSize, "receive buffer size in bytes (at least the producer's)")
@@ -56,6 +63,9 @@ func run() error {
 		return fmt.Errorf("-records %d: must not be negative", *records)
 	case *recSize < 8:
 		return fmt.Errorf("-record-size %d: must be at least 8", *recSize)
+	}
+	if err := awaitServer(*addr, *wait); err != nil {
+		return err
 	}
 	log := zap.NewNop()
 	if *verbose {
@@ -167,4 +177,20 @@ func run() error {
 		total, *recSize, *subs, bytesIn, el.Round(time.Millisecond),
 		float64(total)/el.Seconds()/1e6, float64(bytesIn)/el.Seconds()/1e6)
 	return nil
+}
+
+// awaitServer waits until addr accepts TCP connections, for up to wait:
+// the producer may still be starting.
+func awaitServer(addr string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no server at %s after %v (start tcpproducer first): %w", addr, wait, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -1,7 +1,10 @@
 // Command tcpproducer serves one result partition over weir's TCP data
 // plane (docs/protocol.md) and exits once every subpartition has been read to
-// its end.
+// its end. Its defaults are those of tcpconsumer, which reads and checks
+// what it serves:
 //
+//	go run ./examples/tcpproducer &   # 1,000,000 records in 4 subpartitions on 127.0.0.1:7070
+//	go run ./examples/tcpconsumer
 //	go run ./examples/tcpproducer -listen 127.0.0.1:0 -partition <uuid> -subpartitions K -records N [-token T] [-record-size B]
 //
 // Its first line on stdout is "listening <host:port>". Subpartition s
@@ -34,6 +37,10 @@ import (
 	"github.com/weirstream/weir/network/wire"
 )
 
+// DefaultPartition is the partition ID tcpproducer serves and tcpconsumer
+// reads unless told otherwise.
+const DefaultPartition = "00000000-0000-4000-8000-000000007070"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "tcpproducer:", err)
@@ -42,10 +49,10 @@ func main() {
 }
 
 func run() error {
-	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
-	partition := flag.String("partition", "", "partition ID (UUID) to serve")
-	subs := flag.Int("subpartitions", 1, "number of subpartitions K")
-	records := flag.Int64("records", 0, "number of records N")
+	listen := flag.String("listen", "127.0.0.1:7070", "address to listen on (port 0: any free port)")
+	partition := flag.String("partition", DefaultPartition, "partition ID (UUID) to serve")
+	subs := flag.Int("subpartitions", 4, "number of subpartitions K")
+	records := flag.Int64("records", 1_000_000, "number of records N")
 	token := flag.String("token", "", "token clients must send in HELLO")
 	recSize := flag.Int("record-size", 8, "bytes per record B (at least 8)")
 	segSize := flag.Int("segment-size", buffer.DefaultSegmentSize, "buffer size in bytes")

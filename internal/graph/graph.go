@@ -69,6 +69,8 @@ type Node struct {
 	NewWriter func(e *Edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error)
 	// HasCodec reports whether the node's output type can be serialized.
 	HasCodec func() bool
+	// Type is the Go type of the node's output, for errors.
+	Type string
 	// Sides are the node's side outputs (a window's late data): side k
 	// is Sides[k-1]. Consumers of a side output are never chained.
 	Sides []SideOutput
@@ -111,6 +113,7 @@ type SideOutput struct {
 	Fanout    func(outs []any) any
 	NewWriter func(e *Edge, p *network.ResultPartition, subtask int, flushAlways bool) (any, error)
 	HasCodec  func() bool
+	Type      string // the Go type of the side output's values
 }
 
 // Edge connects a producer node to one input of a consumer node.
@@ -254,12 +257,14 @@ func Build(nodes []*Node, cfg Config) (*JobGraph, error) {
 				if g.byNode[out.To] == v {
 					continue
 				}
-				hasCodec := n.HasCodec
+				hasCodec, typ := n.HasCodec, n.Type
 				if out.Side > 0 {
-					hasCodec = n.Sides[out.Side-1].HasCodec
+					hasCodec, typ = n.Sides[out.Side-1].HasCodec, n.Sides[out.Side-1].Type
 				}
 				if hasCodec != nil && !hasCodec() {
-					return nil, fmt.Errorf("weir: the output of operator %s crosses a task boundary but its type has no codec: call WithCodec on its stream", n.Name)
+					return nil, fmt.Errorf("weir: operator %s: its output crosses a task boundary, so it is serialized, but its type %s has no codec: "+
+						"call WithCodec on the stream it returns, with a codec.Codec[%s] (codec.Struct2, Struct3 or Struct4 for a struct; codec.JSON[%s]() for any type)",
+						n.Name, orUnknown(typ), orUnknown(typ), orUnknown(typ))
 				}
 				v.Outputs = append(v.Outputs, out)
 			}
@@ -393,4 +398,11 @@ func (g *JobGraph) Fingerprint(extra ...string) string {
 		h.Write([]byte{'\n'})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func orUnknown(typ string) string {
+	if typ == "" {
+		return "T"
+	}
+	return typ
 }

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/google/uuid"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/coordinator"
@@ -68,11 +72,28 @@ func checkpointMetrics(m task.CheckpointMetrics) coordinator.TaskCheckpointMetri
 		StartDelay: m.StartDelay, SyncDuration: m.SyncDuration, AsyncDuration: m.AsyncDuration, StateSize: m.StateSize}
 }
 
+// locker is implemented by storages that can keep a second running job
+// off their place (state.FileStorage: an flock).
+type locker interface {
+	Lock() (io.Closer, error)
+}
+
 // newCheckpointing sets up the job's checkpoint storage and coordinator and
-// opens the restore point, if the job starts from one. cleanup removes
-// what only this run needed (a private checkpoint directory).
+// opens the restore point, if the job starts from one. cleanup releases
+// the storage's lock and removes what only this run needed (a private
+// checkpoint directory).
 func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ func(), err error) {
-	cleanup := func() {}
+	var cleanups []func()
+	cleanup := func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
 	storage := cc.Storage
 	if storage == nil {
 		dir := cc.Dir
@@ -84,18 +105,32 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 			if err != nil {
 				return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
 			}
-			dir, cleanup = tmp, func() { os.RemoveAll(tmp) }
+			dir = tmp
+			cleanups = append(cleanups, func() { os.RemoveAll(tmp) })
 		}
-		if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: dir, Logger: log}); err != nil {
-			cleanup()
+		jobID := cc.JobID
+		if jobID == "" && cc.RestoreFrom != "" && cc.Dir != "" {
+			jobID = restoredJobID(cc.RestoreFrom, cc.Dir)
+		}
+		if jobID == "" {
+			jobID = uuid.NewString()
+		}
+		if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: dir, JobID: jobID, Logger: log}); err != nil {
 			return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
 		}
+		log.Info("checkpoint storage", zap.String("dir", dir), zap.String("job", jobID))
 	}
-	defer func() {
+	if l, ok := storage.(locker); ok {
+		lock, err := l.Lock()
 		if err != nil {
-			cleanup()
+			return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
 		}
-	}()
+		cleanups = append(cleanups, func() {
+			if err := lock.Close(); err != nil {
+				log.Warn("releasing the checkpoint storage's lock", zap.Error(err))
+			}
+		})
+	}
 	ck := &checkpointing{storage: storage, mode: cc.Coordinator.Mode}
 	if cc.Coordinator.Unaligned {
 		ck.alignment = barrier.Unaligned
@@ -111,7 +146,7 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 		}
 		ck.from, claim = rp, c
 		log.Info("restoring", zap.String("from", cc.RestoreFrom),
-			zap.Uint64("checkpoint", uint64(rp.Meta.ID)), zap.Stringer("kind", rp.Meta.Kind))
+			zap.Uint64("checkpoint", uint64(rp.Meta.ID)), zap.Stringer("kind", rp.Meta.Kind), zap.String("job", rp.Meta.JobID))
 	}
 	opts := []coordinator.Option{
 		coordinator.WithLogger(log),
@@ -139,11 +174,39 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 	return ck, cleanup, nil
 }
 
+// restoredJobID returns the job ID of the place under the checkpoint root
+// root that restore names or lies in (the place itself, one of its chk-N,
+// or root when it holds exactly one job's checkpoints), or "" if there is
+// none: a job restarted from its own checkpoints keeps its job ID, and so
+// its place, without being told.
+func restoredJobID(restore, root string) string {
+	r, err1 := filepath.Abs(restore)
+	d, err2 := filepath.Abs(root)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	if _, ok := strings.CutPrefix(filepath.Base(r), "chk-"); ok {
+		r = filepath.Dir(r)
+	}
+	if r == d {
+		places, err := state.FindPlaces(state.OSFS{}, d)
+		if err != nil || len(places) != 1 {
+			return ""
+		}
+		return places[0].JobID
+	}
+	if filepath.Dir(r) == d && state.ValidJobID(filepath.Base(r)) == nil {
+		return filepath.Base(r)
+	}
+	return ""
+}
+
 // openRestorePoint opens path, which is a savepoint directory, a
-// checkpoint directory (chk-N) or a checkpoint storage directory (its
-// newest checkpoint whose files all verify). claim reports a checkpoint of
-// own, the job's own storage: it is subject to retention; anything else is
-// only read.
+// checkpoint directory (chk-N), a job's checkpoint place (its newest
+// checkpoint whose files all verify) or a checkpoint root holding one
+// job's place (that place's; several jobs' places are an error listing
+// them). claim reports a checkpoint of own, the job's own storage: it is
+// subject to retention; anything else is only read.
 func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *deploy.RestorePoint, claim bool, err error) {
 	fail := func(err error) (*deploy.RestorePoint, bool, error) {
 		return nil, false, fmt.Errorf("weir: restore from %s: %w", path, err)
@@ -178,10 +241,12 @@ func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *depl
 		if err != nil {
 			return fail(err)
 		}
-		for _, h := range m.StreamHandles() {
-			if err := fs.VerifyState(h); err != nil {
-				return fail(err)
-			}
+		if m.JobID != "" && m.JobID != filepath.Base(parent) {
+			return fail(&state.CorruptError{Path: filepath.Join(base, state.MetadataFile),
+				Reason: fmt.Sprintf("it is the metadata of job %q, in the place of job %q", m.JobID, filepath.Base(parent))})
+		}
+		if err := fs.Verify(m); err != nil {
+			return fail(err)
 		}
 		if parent == ownDir {
 			return &deploy.RestorePoint{Meta: m, Reader: own}, true, nil
@@ -195,7 +260,7 @@ func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *depl
 		}
 		return &deploy.RestorePoint{Meta: m, Reader: sp}, false, nil
 	}
-	// A checkpoint storage directory: its newest good checkpoint.
+	// A job's place or a checkpoint root: the newest good checkpoint.
 	if abs == ownDir {
 		m, err := own.Latest()
 		if err != nil {
@@ -203,13 +268,39 @@ func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *depl
 		}
 		return &deploy.RestorePoint{Meta: m, Reader: own}, true, nil
 	}
-	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: abs, Logger: log})
+	places, err := state.FindPlaces(state.OSFS{}, abs)
+	if err != nil {
+		return fail(err)
+	}
+	if ownDir != "" && abs == filepath.Dir(ownDir) && slices.ContainsFunc(places, func(p state.Place) bool {
+		return p.JobID == filepath.Base(ownDir)
+	}) {
+		// The job's own checkpoint root: its own place's newest.
+		m, err := own.Latest()
+		if err != nil {
+			return fail(err)
+		}
+		return &deploy.RestorePoint{Meta: m, Reader: own}, true, nil
+	}
+	cfg := state.FileStorageConfig{Dir: abs, Logger: log}
+	switch {
+	case len(places) > 1:
+		return fail(&state.SeveralJobsError{Dir: abs, Places: places})
+	case len(places) == 1 && places[0].JobID != "":
+		cfg.JobID = places[0].JobID
+	case len(places) == 0:
+		return fail(fmt.Errorf("%w: no checkpoints in %s", state.ErrNotFound, abs))
+	}
+	fs, err := state.NewFileStorage(cfg)
 	if err != nil {
 		return fail(err)
 	}
 	m, err := fs.Latest()
 	if err != nil {
 		return fail(err)
+	}
+	if fs.Dir() == ownDir {
+		return &deploy.RestorePoint{Meta: m, Reader: own}, true, nil
 	}
 	return &deploy.RestorePoint{Meta: m, Reader: fs}, false, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -31,9 +32,11 @@ type clusterJob struct {
 	ck   *checkpointing
 	srv  *cluster.Server
 	job  uuid.UUID
-	dir  string // checkpoint directory the workers write to
-	log  *zap.Logger
-	mode barrier.Mode
+	dir  string // checkpoint root the workers write to
+	// ckptJob is the job ID of the checkpoint place in dir ("": dir itself)
+	ckptJob string
+	log     *zap.Logger
+	mode    barrier.Mode
 
 	mu struct {
 		sync.Mutex
@@ -51,7 +54,12 @@ func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobS
 	if !ok || fs.Dir() == "" {
 		return errors.New("weir: cluster: checkpoints must go to a directory the workers share (CheckpointConfig.Dir)")
 	}
-	j := &clusterJob{spec: spec, cfg: cfg, ck: ck, job: uuid.New(), dir: fs.Dir(), log: spec.Logger, mode: ck.mode}
+	// Workers open the same place: the root and the job ID.
+	root := fs.Dir()
+	if fs.JobID() != "" {
+		root = filepath.Dir(fs.Dir())
+	}
+	j := &clusterJob{spec: spec, cfg: cfg, ck: ck, job: uuid.New(), dir: root, ckptJob: fs.JobID(), log: spec.Logger, mode: ck.mode}
 	srv, err := cluster.NewServer(cluster.ServerConfig{TLS: cfg.TLS, Token: cfg.Token, Fingerprint: fingerprint(spec.Graph, ck.mode),
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: spec.Logger}, j)
 	if err != nil {
@@ -160,7 +168,7 @@ func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.Re
 		owner: make(map[state.TaskKey]string, len(all)), notify: make(chan struct{}, 1), outbox: newSerialQueue()}
 	a.mu.ended, a.mu.stats, a.mu.live = map[state.TaskKey]error{}, map[state.TaskKey]task.Metrics{}, map[state.TaskKey]task.LiveMetrics{}
 	a.mu.lost, a.mu.commits = map[string]error{}, map[string]string{}
-	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, Mode: j.mode,
+	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, CheckpointJobID: j.ckptJob, Mode: j.mode,
 		Alignment: j.ck.alignment, AlignmentTimeoutMillis: j.ck.alignTimeout.Milliseconds()}
 	for _, k := range all {
 		// Subtask i of every vertex goes to the same worker: forward

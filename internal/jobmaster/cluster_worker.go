@@ -314,7 +314,7 @@ func (w *worker) deployment(d *cluster.Deploy, pl *deploy.Placement) (*deploy.De
 		return nil, fmt.Errorf("weir: worker: bad job ID: %w", err)
 	}
 	pl.Job = job
-	storage, err := state.NewFileStorage(state.FileStorageConfig{Dir: d.CheckpointDir, Logger: w.log})
+	storage, err := state.NewFileStorage(state.FileStorageConfig{Dir: d.CheckpointDir, JobID: d.CheckpointJobID, Logger: w.log})
 	if err != nil {
 		return nil, fmt.Errorf("weir: worker: checkpoint storage: %w", err)
 	}

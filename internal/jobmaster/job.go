@@ -164,5 +164,6 @@ func newFailover(spec *Spec, ck *checkpointing, status *jobStatus, start startAt
 	if restart == nil {
 		restart = DefaultRestartStrategy()
 	}
+	restart.Reset() // a strategy value may have served an earlier job
 	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger, status: status, upstream: spec.Graph.Upstream()}
 }

@@ -51,6 +51,10 @@ type CheckpointSpec struct {
 	// RestoreFrom is a savepoint, a chk-N directory or a checkpoint
 	// directory to start from ("": a fresh start).
 	RestoreFrom string
+	// JobID names the job's place in Dir (Dir/JobID/chk-N). Empty: the
+	// job ID of the checkpoint RestoreFrom names if it lies in Dir (the
+	// job continues there), else a new random one.
+	JobID string
 }
 
 // ClusterSpec configures the coordinator side of a job across processes.

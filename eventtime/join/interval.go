@@ -1,0 +1,425 @@
+package join
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/eventtime"
+	"github.com/weirstream/weir/state"
+)
+
+// Side is one input of a two-input operator: Left (input 1) or Right
+// (input 2).
+type Side uint8
+
+const (
+	Left Side = iota
+	Right
+)
+
+func (s Side) String() string {
+	if s == Right {
+		return "right"
+	}
+	return "left"
+}
+
+// ErrBounds is the error of an interval join whose lower bound is above
+// its upper bound.
+var ErrBounds = errors.New("join: lower bound above upper bound")
+
+// ErrNoTimestamp is the error of an element without a timestamp
+// (math.MinInt64): an interval join works in event time.
+var ErrNoTimestamp = errors.New("join: element without timestamp")
+
+// IntervalConfig describes an interval join: a left element at l and a
+// right element at r of the same key join when l + Lower ≤ r ≤ l + Upper,
+// each bound inclusive unless it is exclusive.
+type IntervalConfig struct {
+	Lower, Upper                   int64
+	LowerExclusive, UpperExclusive bool
+	// Name names the join's state in its backend (default "interval"):
+	// several joins may share one backend under different names.
+	Name string
+}
+
+// Bounds returns the inclusive bounds [lo, hi] of c: Lower + 1 with an
+// exclusive lower bound, Upper - 1 with an exclusive upper bound. It fails
+// with ErrBounds when Lower > Upper (compared as given) and when a bound
+// leaves the int64 range; lo > hi is possible (equal bounds with an
+// exclusive end) and joins nothing.
+func (c IntervalConfig) Bounds() (lo, hi int64, err error) {
+	if c.Lower > c.Upper {
+		return 0, 0, fmt.Errorf("%w (%d > %d)", ErrBounds, c.Lower, c.Upper)
+	}
+	lo, hi = c.Lower, c.Upper
+	if c.LowerExclusive {
+		if lo == math.MaxInt64 {
+			return 0, 0, fmt.Errorf("join: exclusive lower bound %d has no successor", lo)
+		}
+		lo++
+	}
+	if c.UpperExclusive {
+		if hi == math.MinInt64 {
+			return 0, 0, fmt.Errorf("join: exclusive upper bound %d has no predecessor", hi)
+		}
+		hi--
+	}
+	return lo, hi, nil
+}
+
+// IntervalOutput receives what an interval join emits.
+type IntervalOutput[L, R any] interface {
+	// Joined is a pair of the current key: timestamp max(left's, right's).
+	Joined(left L, right R, ts int64) error
+	// LateLeft and LateRight are elements behind the watermark, dropped
+	// (and counted).
+	LateLeft(v L, ts int64) error
+	LateRight(v R, ts int64) error
+}
+
+// Interval is the core of a keyed event-time interval join (Flink's
+// IntervalJoinOperator). Each side keeps, per key and timestamp, a bucket
+// of its elements in arrival order, as long as an element of the other
+// side could still match them; the buckets are keyed state (a map state
+// per side under the record key, user key the timestamp, value the
+// bucket's encoded elements), and each bucket has a cleanup timer in the
+// join's eventtime.TimerService, so checkpoints, savepoints and rescaling
+// by key group need nothing from it.
+//
+// It is pure: elements and watermarks come in as method calls, joins
+// leave through the Output; it reads no clock and starts no goroutine.
+// The caller:
+//
+//  1. Restores the keyed backend (if the task starts from a checkpoint),
+//     then calls NewInterval: the buffers and timers are the backend's.
+//     The watermark is not part of them and starts at math.MinInt64.
+//  2. For each element: sets the backend's current key to the element's,
+//     then ProcessLeft or ProcessRight with its timestamp.
+//  3. When the operator's combined input watermark rises: AdvanceWatermark,
+//     then forwards the watermark.
+//  4. Before the backend's snapshot: Flush.
+type Interval[L, R any] struct {
+	b      state.KeyedBackend
+	lc     codec.Codec[L]
+	rc     codec.Codec[R]
+	out    IntervalOutput[L, R]
+	lo, hi int64
+	ids    [2]state.StateID
+	timers *eventtime.TimerService
+	wm     int64
+	late   int64
+
+	uk     [8]byte
+	ns     [9]byte
+	bucket []byte  // scratch: a bucket being appended to
+	found  []found // scratch: the buckets a scan matched
+	arena  []byte  // scratch: their bytes
+}
+
+type found struct {
+	ts         int64
+	start, end int // in arena
+}
+
+// NewInterval returns the interval join cfg over backend b, continuing from
+// what b holds; lc and rc encode the left and right elements in the
+// buffers.
+func NewInterval[L, R any](b state.KeyedBackend, cfg IntervalConfig, lc codec.Codec[L], rc codec.Codec[R], out IntervalOutput[L, R]) (*Interval[L, R], error) {
+	lo, hi, err := cfg.Bounds()
+	if err != nil {
+		return nil, err
+	}
+	if b == nil || lc == nil || rc == nil || out == nil {
+		return nil, errors.New("join: interval join needs a backend, both codecs and an output")
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "interval"
+	}
+	j := &Interval[L, R]{b: b, lc: lc, rc: rc, out: out, lo: lo, hi: hi, wm: math.MinInt64}
+	for s, side := range [2]string{"left", "right"} {
+		id, err := b.Register("_interval/"+name+"/"+side, state.KindMap)
+		if err != nil {
+			return nil, fmt.Errorf("join: interval join %q: %w", name, err)
+		}
+		j.ids[s] = id
+	}
+	if j.timers, err = eventtime.NewTimerService(b, "interval-"+name); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Watermark is the join's event time: the latest AdvanceWatermark
+// (math.MinInt64 before the first).
+func (j *Interval[L, R]) Watermark() int64 { return j.wm }
+
+// LateRecordsDropped counts the late elements dropped.
+func (j *Interval[L, R]) LateRecordsDropped() int64 { return j.late }
+
+// ProcessLeft handles a left element at ts of the backend's current key:
+// late (ts below the watermark) it is dropped; else it joins, by ascending
+// timestamp then arrival, the right elements at ts+lo … ts+hi, and waits in
+// the left buffer for those still to come.
+func (j *Interval[L, R]) ProcessLeft(v L, ts int64) error {
+	if ts == math.MinInt64 {
+		return ErrNoTimestamp
+	}
+	if ts < j.wm {
+		j.late++
+		return j.out.LateLeft(v, ts)
+	}
+	if err := j.add(Left, ts, j.lc.Append(j.bucketTail(), v)); err != nil {
+		return err
+	}
+	return j.scan(Right, satAdd(ts, j.lo), satAdd(ts, j.hi), func(p []byte, rts int64) error {
+		r, err := j.rc.Decode(p)
+		if err != nil {
+			return fmt.Errorf("join: decoding a buffered right element: %w", err)
+		}
+		return j.out.Joined(v, r, max(ts, rts))
+	})
+}
+
+// ProcessRight handles a right element at ts of the backend's current
+// key, as ProcessLeft with the mirrored bounds: it joins the left elements
+// at ts-hi … ts-lo.
+func (j *Interval[L, R]) ProcessRight(v R, ts int64) error {
+	if ts == math.MinInt64 {
+		return ErrNoTimestamp
+	}
+	if ts < j.wm {
+		j.late++
+		return j.out.LateRight(v, ts)
+	}
+	if err := j.add(Right, ts, j.rc.Append(j.bucketTail(), v)); err != nil {
+		return err
+	}
+	return j.scan(Left, satSub(ts, j.hi), satSub(ts, j.lo), func(p []byte, lts int64) error {
+		l, err := j.lc.Decode(p)
+		if err != nil {
+			return fmt.Errorf("join: decoding a buffered left element: %w", err)
+		}
+		return j.out.Joined(l, v, max(ts, lts))
+	})
+}
+
+// AdvanceWatermark moves the join's event time to wm, if wm is above it,
+// and drops every bucket whose cleanup time is at or behind wm: on the
+// left ts + hi (ts if hi ≤ 0), on the right ts - lo (ts if lo ≥ 0). It
+// fails when wm is below the watermark.
+func (j *Interval[L, R]) AdvanceWatermark(wm int64) error {
+	if wm < j.wm {
+		return fmt.Errorf("join: watermark %d below %d", wm, j.wm)
+	}
+	if wm == j.wm {
+		return nil
+	}
+	j.wm = wm
+	return j.timers.AdvanceWatermark(wm, j.cleanup)
+}
+
+// Flush writes the cleanup timers into the backend; call it before the
+// backend's snapshot.
+func (j *Interval[L, R]) Flush() error { return j.timers.Flush() }
+
+// cleanupTime is when the bucket at ts of side s can match nothing any
+// more.
+func (j *Interval[L, R]) cleanupTime(s Side, ts int64) int64 {
+	if s == Left {
+		if j.hi > 0 {
+			return satAdd(ts, j.hi)
+		}
+		return ts
+	}
+	if j.lo < 0 {
+		return satSub(ts, j.lo)
+	}
+	return ts
+}
+
+// bucketTail returns the scratch buffer with room for a value's length
+// prefix, which add fills in: values in a bucket are framed as a uvarint
+// length and the encoding.
+func (j *Interval[L, R]) bucketTail() []byte {
+	j.bucket = append(j.bucket[:0], make([]byte, binary.MaxVarintLen64)...)
+	return j.bucket
+}
+
+// add appends the encoded element enc (after a MaxVarintLen64 gap) to the
+// bucket at ts of side s of the current key; a new bucket gets its
+// cleanup timer.
+func (j *Interval[L, R]) add(s Side, ts int64, enc []byte) error {
+	n := len(enc) - binary.MaxVarintLen64
+	var lenBuf [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(lenBuf[:], uint64(n))
+	framed := enc[binary.MaxVarintLen64-k:]
+	copy(framed, lenBuf[:k])
+	uk := putTimestamp(j.uk[:], ts)
+	old, ok, err := j.b.Get(j.ids[s], uk)
+	if err != nil {
+		return err
+	}
+	if ok {
+		// old is the backend's until its next call: the new bucket is
+		// built in the arena.
+		j.arena = append(append(j.arena[:0], old...), framed...)
+		framed = j.arena
+	}
+	if err := j.b.Put(j.ids[s], uk, framed); err != nil {
+		return err
+	}
+	if ok {
+		return nil
+	}
+	return j.timers.RegisterEventTimeTimer(j.cleanupTime(s, ts), j.namespace(s, ts))
+}
+
+// namespace is the cleanup timer's namespace of the bucket at ts of side
+// s: the side, then the timestamp.
+func (j *Interval[L, R]) namespace(s Side, ts int64) []byte {
+	j.ns[0] = byte(s)
+	putTimestamp(j.ns[1:], ts)
+	return j.ns[:]
+}
+
+// scan calls fn for each element of side s of the current key at a
+// timestamp in [from, to], by ascending timestamp then arrival.
+func (j *Interval[L, R]) scan(s Side, from, to int64, fn func(p []byte, ts int64) error) error {
+	if from > to {
+		return nil
+	}
+	j.found, j.arena = j.found[:0], j.arena[:0]
+	var derr error
+	err := j.b.Iterate(j.ids[s], func(uk, v []byte) bool {
+		if len(uk) != 8 {
+			derr = fmt.Errorf("%w: interval join bucket key of %d bytes", state.ErrCorruptState, len(uk))
+			return false
+		}
+		ts := getTimestamp(uk)
+		if ts < from || ts > to {
+			return true
+		}
+		start := len(j.arena)
+		j.arena = append(j.arena, v...)
+		j.found = append(j.found, found{ts: ts, start: start, end: len(j.arena)})
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(j.found, func(a, b found) int {
+		switch {
+		case a.ts < b.ts:
+			return -1
+		case a.ts > b.ts:
+			return 1
+		}
+		return 0
+	})
+	// fn may reach the backend (an output that joins again): the found
+	// buckets are copies in the arena, which scan alone writes; a nested
+	// scan would overwrite them, so fn must not scan.
+	for _, f := range j.found {
+		p := j.arena[f.start:f.end]
+		for len(p) > 0 {
+			n, k := binary.Uvarint(p)
+			if k <= 0 || uint64(len(p)-k) < n {
+				return fmt.Errorf("%w: interval join bucket framing", state.ErrCorruptState)
+			}
+			if err := fn(p[k:k+int(n)], f.ts); err != nil {
+				return err
+			}
+			p = p[k+int(n):]
+		}
+	}
+	return nil
+}
+
+// cleanup drops the bucket of a cleanup timer that fired.
+func (j *Interval[L, R]) cleanup(t eventtime.Timer) error {
+	if len(t.Namespace) != 9 || t.Namespace[0] > byte(Right) {
+		return fmt.Errorf("%w: interval join timer namespace of %d bytes", state.ErrCorruptState, len(t.Namespace))
+	}
+	return j.b.Delete(j.ids[t.Namespace[0]], t.Namespace[1:])
+}
+
+// Buffered calls fn for every element of side s, of every key, with its
+// serialized key and timestamp, in no particular order (for inspection
+// and tests).
+func (j *Interval[L, R]) Buffered(s Side, fn func(key []byte, ts int64, left L, right R) error) error {
+	var ferr error
+	err := j.b.Entries(j.ids[s], func(key []byte, _ int, uk, v []byte) bool {
+		if len(uk) != 8 {
+			ferr = fmt.Errorf("%w: interval join bucket key of %d bytes", state.ErrCorruptState, len(uk))
+			return false
+		}
+		ts := getTimestamp(uk)
+		for p := v; len(p) > 0; {
+			n, k := binary.Uvarint(p)
+			if k <= 0 || uint64(len(p)-k) < n {
+				ferr = fmt.Errorf("%w: interval join bucket framing", state.ErrCorruptState)
+				return false
+			}
+			var l L
+			var r R
+			var err error
+			if s == Left {
+				l, err = j.lc.Decode(p[k : k+int(n)])
+			} else {
+				r, err = j.rc.Decode(p[k : k+int(n)])
+			}
+			if err == nil {
+				err = fn(key, ts, l, r)
+			}
+			if err != nil {
+				ferr = err
+				return false
+			}
+			p = p[k+int(n):]
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return ferr
+}
+
+// putTimestamp writes ts as 8 big-endian bytes with the sign bit flipped,
+// so that byte order is numeric order.
+func putTimestamp(dst []byte, ts int64) []byte {
+	binary.BigEndian.PutUint64(dst, uint64(ts)^(1<<63))
+	return dst[:8]
+}
+
+func getTimestamp(p []byte) int64 { return int64(binary.BigEndian.Uint64(p) ^ (1 << 63)) }
+
+func satAdd(a, b int64) int64 {
+	s := a + b
+	switch {
+	case b > 0 && s < a:
+		return math.MaxInt64
+	case b < 0 && s > a:
+		return math.MinInt64
+	}
+	return s
+}
+
+func satSub(a, b int64) int64 {
+	if b == math.MinInt64 {
+		if a >= 0 {
+			return math.MaxInt64
+		}
+		return a - b
+	}
+	return satAdd(a, -b)
+}
