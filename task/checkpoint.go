@@ -491,10 +491,16 @@ func (t *Task) initStates() error {
 	return nil
 }
 
-func (t *Task) closeStates() {
-	for _, st := range t.states {
+// closeStates closes the keyed backends and returns their errors (a
+// pebble database that could not close or remove its directory).
+func (t *Task) closeStates() error {
+	var errs []error
+	for i, st := range t.states {
 		if st.keyed != nil {
-			_ = st.keyed.Close()
+			if err := st.keyed.Close(); err != nil {
+				errs = append(errs, &Error{Task: t.cfg.Name, Operator: t.cfg.Operators[i].Name(), Err: fmt.Errorf("close keyed state: %w", err)})
+			}
 		}
 	}
+	return errors.Join(errs...)
 }

@@ -527,7 +527,15 @@ func (t *Task) cleanup(err error) error {
 	if t.ckpt != nil {
 		t.ckpt.close()
 	}
-	t.closeStates()
+	if cerr := t.closeStates(); cerr != nil {
+		if err == nil {
+			err = cerr
+		} else {
+			// The task failed already; its keyed state's close failing
+			// too is logged, not lost.
+			t.log.Warn("closing keyed state after a failure", zap.Error(cerr))
+		}
+	}
 	// Mails that arrived too late: whoever waits for them hears why.
 	for _, m := range t.mail.close() {
 		if m.drop != nil {

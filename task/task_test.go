@@ -412,3 +412,30 @@ func TestFailedSyncSnapshotReleasesEarlierParts(t *testing.T) {
 	require.Len(t, a.declined, 1)
 	requireDeclined(t, a.declined[0], barrier.DeclineSnapshotFailed)
 }
+
+// closeFailingBackend is a keyed backend whose Close fails (a database
+// that cannot remove its working directory).
+type closeFailingBackend struct{ state.KeyedBackend }
+
+var errCloseFailed = errors.New("cannot remove the working directory")
+
+func (b closeFailingBackend) Close() error {
+	_ = b.KeyedBackend.Close()
+	return errCloseFailed
+}
+
+// A keyed backend's failure to close is the task's error (it was
+// dropped): a task that otherwise finished fails with it.
+func TestKeyedBackendCloseErrorFailsTheTask(t *testing.T) {
+	newBackend := func(maxPar, par, index int) (state.KeyedBackend, error) {
+		kb, err := heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index})
+		return closeFailingBackend{kb}, err
+	}
+	tk, err := New(Config{Name: "src", Source: &countSource{n: 10, failAt: -1},
+		Operators: []Operator{&keyedTestOp{testOp{id: "a"}}}, NewKeyedBackend: newBackend})
+	require.NoError(t, err)
+	err = tk.Run(context.Background())
+	require.ErrorIs(t, err, errCloseFailed)
+	require.ErrorContains(t, err, "operator a: close keyed state")
+	require.Equal(t, Failed, tk.State())
+}
