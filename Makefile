@@ -6,7 +6,7 @@ PKGS := ./...
 # Per-package test timeout; raise it on a loaded machine (make test TEST_TIMEOUT=30m).
 TEST_TIMEOUT ?= 9m
 
-.PHONY: all build test test-short bench baseline lint run fuzz soak
+.PHONY: all build test test-short bench baseline lint run fuzz soak soak-ha
 
 all: lint build test
 
@@ -28,6 +28,15 @@ SOAK_RUNS ?= 1000
 
 soak:
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -timeout 3h -v ./weirtest/ -weirtest.runs $(SOAK_RUNS) | grep -E '^(soak|--- FAIL|FAIL|ok|panic)|failed|harness'
+
+# The coordinator-kill soak (not part of test): SOAK_HA_RUNS seeded runs of
+# examples/cluster -ha, each SIGKILLing the leading coordinator 1 to 3
+# times at a random point after one of its checkpoints, the counts checked
+# exactly; then the totals and the failover times.
+SOAK_HA_RUNS ?= 20
+
+soak-ha:
+	$(GO) test -tags soak -run '^TestSoakHA$$' -count=1 -timeout 3h -v ./examples/cluster/ -soak.runs $(SOAK_HA_RUNS) | grep -E '^(soak|--- FAIL|FAIL|ok|panic)|seed'
 
 # Benchmarks of the data path, state and whole jobs, with the in-repo
 # baselines among them; the last line is the in-process exchange's ratio to

@@ -2,12 +2,14 @@ package weir_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/codec"
 )
 
 // BenchmarkAsyncIO runs source -> AsyncMap -> discarding sink, one
@@ -47,5 +49,51 @@ func BenchmarkAsyncIO(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 		})
+	}
+}
+
+// BenchmarkIntervalJoin joins two keyed streams of b.N/2 values each over
+// 1,000 keys, timestamps in order (one per ms and stream), bounds ±1 s:
+// each value joins about three of the other side. Its keyedsum
+// sub-benchmark is the keyed-sum job over b.N values in the same run, the
+// reference the join is compared with (records/s over all inputs).
+func BenchmarkIntervalJoin(b *testing.B) {
+	b.Run("keyedsum", func(b *testing.B) {
+		b.ReportAllocs()
+		env := weir.NewEnvironment(weir.WithParallelism(1))
+		keyedSum(env, int64(b.N))
+		if _, err := env.Execute(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+	for _, wmi := range []time.Duration{200 * time.Millisecond, time.Millisecond} {
+		b.Run(fmt.Sprintf("join/watermarks=%v", wmi), func(b *testing.B) { benchmarkIntervalJoin(b, wmi) })
+	}
+}
+
+// benchmarkIntervalJoin is BenchmarkIntervalJoin's join with periodic
+// watermarks every wmi (the default 200 ms, or 1 ms: the buffers then
+// hold about the ±1 s of event time only, not the 200 ms of processing
+// time between two watermarks, which at this rate is far more).
+func benchmarkIntervalJoin(b *testing.B, wmi time.Duration) {
+	{
+		b.ReportAllocs()
+		env := weir.NewEnvironment(weir.WithParallelism(1), weir.WithAutoWatermarkInterval(wmi))
+		n := int64(b.N/2 + 1)
+		side := func(name string) *weir.KeyedStream[kv, int64] {
+			src := weir.FromGenerator(env, n, func(i int64) kv { return kv{i % 1000, i} }).WithCodec(kvCodec).Name(name)
+			ts := weir.AssignTimestamps(src, weir.MonotonousTimestamps(func(x kv) int64 { return x.V }))
+			return weir.KeyBy(ts, func(x kv) int64 { return x.K }, codec.Int64())
+		}
+		var pairs atomic.Int64
+		j := weir.IntervalJoin[int64](side("left"), side("right")).Between(-time.Second, time.Second).
+			Process(func(l, r kv) int64 { return l.V - r.V })
+		weir.Discard(weir.Filter(j, func(int64) bool { pairs.Add(1); return false }))
+		if _, err := env.Execute(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(2*n)/b.Elapsed().Seconds(), "records/s")
+		b.ReportMetric(float64(pairs.Load())/float64(2*n), "pairs/record")
 	}
 }

@@ -48,11 +48,73 @@ type ClusterConfig struct {
 	// (defaults 1 s and 5 s).
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
+	// HA, if set, makes the job's coordinators fail over through etcd
+	// (see HAConfig): run two or more coordinator processes of the job;
+	// one leads, the others stand by.
+	HA *HAConfig
 }
+
+// HAConfig makes a job highly available: its coordinators campaign for
+// leadership in etcd, and when the leader dies or loses etcd another
+// takes over and restores the job from its latest completed checkpoint.
+// The leader records the checkpoint-ID counter and a pointer to each
+// completed checkpoint in etcd, in a transaction that succeeds only while
+// it still leads, and only then tells two-phase-commit sinks to commit. A
+// new leader's epoch is greater than every earlier one, and workers refuse
+// commands of an older epoch than they serve, so a deposed leader can
+// neither commit nor reach the tasks. Workers find the leader through etcd
+// (WorkerConfig.HA) and follow it.
+//
+// A coordinator whose term ends before the job (its lease lapsed, etcd
+// was lost) returns an error wrapping ErrLeadershipLost from Execute; run
+// it again to stand by again (a supervisor such as Kubernetes restarts
+// it). A coordinator canceled through its context resigns, and another
+// takes over at once. The job's end is recorded in etcd: the standby
+// coordinators and the workers return when it ended.
+type HAConfig struct {
+	// Endpoints are etcd's client URLs (required), e.g.
+	// "http://etcd:2379".
+	Endpoints []string
+	// JobID names the job in etcd (required; letters, digits, '.', '_'
+	// and '-'): every coordinator and worker of the job uses the same,
+	// and jobs sharing an etcd use different ones.
+	JobID string
+	// ID names this coordinator in the election (default: host name and
+	// process ID).
+	ID string
+	// Advertise is this coordinator's control address as workers dial it
+	// (default: the listener's address), e.g. "$(POD_IP):7000".
+	Advertise string
+	// ElectionTimeout is the leader's lease: a dead or partitioned leader
+	// is replaced this long after its last renewal (default 5 s; whole
+	// seconds).
+	ElectionTimeout time.Duration
+	// DialTimeout bounds the first contact with etcd, at Execute (default
+	// 5 s).
+	DialTimeout time.Duration
+	// TLS, if set, secures the connection to etcd; Username and Password
+	// authenticate to it.
+	TLS                *tls.Config
+	Username, Password string
+}
+
+func (h *HAConfig) config() jobmaster.HAConfig {
+	return jobmaster.HAConfig{Endpoints: h.Endpoints, JobID: h.JobID, ElectionTimeout: h.ElectionTimeout,
+		DialTimeout: h.DialTimeout, TLS: h.TLS, Username: h.Username, Password: h.Password}
+}
+
+// ErrLeadershipLost is wrapped by the error Execute returns on a
+// coordinator of a highly available job whose term as leader ended before
+// the job did; the job goes on under another coordinator.
+var ErrLeadershipLost = jobmaster.ErrLeadershipLost
 
 // spec returns c, with its defaults, for the runtime.
 func (c *ClusterConfig) spec() *jobmaster.ClusterSpec {
-	d := jobmaster.ClusterSpec(*c)
+	d := jobmaster.ClusterSpec{Listener: c.Listener, Listen: c.Listen, Workers: c.Workers, WorkerTimeout: c.WorkerTimeout,
+		CancelTimeout: c.CancelTimeout, Token: c.Token, TLS: c.TLS, HeartbeatInterval: c.HeartbeatInterval, HeartbeatTimeout: c.HeartbeatTimeout}
+	if h := c.HA; h != nil {
+		d.HA = &jobmaster.HASpec{Config: h.config(), ID: h.ID, Advertise: h.Advertise}
+	}
 	if d.Workers == 0 {
 		d.Workers = 1
 	}
@@ -74,6 +136,11 @@ func (c *ClusterConfig) validate() error {
 	case c.WorkerTimeout < 0 || c.CancelTimeout < 0:
 		return errors.New("weir: cluster: negative timeout")
 	}
+	if c.HA != nil {
+		if err := jobmaster.ValidateHA(c.HA.config()); err != nil {
+			return fmt.Errorf("weir: cluster: %w", err)
+		}
+	}
 	return jobmaster.ValidateHeartbeats(c.HeartbeatInterval, c.HeartbeatTimeout)
 }
 
@@ -93,6 +160,10 @@ type WorkerConfig struct {
 	// DataListen is the data plane's listen address (default
 	// "127.0.0.1:0"); other workers connect to it.
 	DataListen string
+	// DataAdvertise is the data plane's address as other workers dial it
+	// (default: the listener's address), e.g. "$(POD_IP):7001" when
+	// DataListen is ":7001".
+	DataAdvertise string
 	// Token must match ClusterConfig.Token.
 	Token string
 	// TLS, if set, secures the control plane (a client configuration).
@@ -108,6 +179,11 @@ type WorkerConfig struct {
 	// (defaults 1 s and 5 s).
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
+	// HA, if set, finds the job's leading coordinator through etcd
+	// (Coordinator is then unused) and follows the next leader when it
+	// changes, until etcd records the job's end. The same Endpoints and
+	// JobID as the coordinators' (ID and Advertise are unused).
+	HA *HAConfig
 }
 
 // RunWorker runs this process as a worker of the job built in e, whose
@@ -123,8 +199,18 @@ func (e *Environment) RunWorker(ctx context.Context, wc WorkerConfig) error {
 	if err != nil {
 		return err
 	}
-	err = jobmaster.RunWorker(ctx, spec, jobmaster.WorkerSpec{Coordinator: wc.Coordinator, ID: wc.ID, DataListen: wc.DataListen,
-		Token: wc.Token, TLS: wc.TLS, DataTLS: wc.DataTLS, HeartbeatInterval: wc.HeartbeatInterval, HeartbeatTimeout: wc.HeartbeatTimeout})
+	ws := jobmaster.WorkerSpec{Coordinator: wc.Coordinator, ID: wc.ID, DataListen: wc.DataListen, DataAdvertise: wc.DataAdvertise,
+		Token: wc.Token, TLS: wc.TLS, DataTLS: wc.DataTLS, HeartbeatInterval: wc.HeartbeatInterval, HeartbeatTimeout: wc.HeartbeatTimeout}
+	if wc.HA != nil {
+		c := wc.HA.config()
+		if err := jobmaster.ValidateHA(c); err != nil {
+			return fmt.Errorf("weir: worker: %w", err)
+		}
+		ws.HA = &c
+	} else if wc.Coordinator == "" {
+		return errors.New("weir: worker: no Coordinator address and no HA")
+	}
+	err = jobmaster.RunWorker(ctx, spec, ws)
 	if errors.Is(err, jobmaster.ErrOtherJob) {
 		return otherJobError{err}
 	}

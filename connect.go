@@ -76,7 +76,8 @@ func CoFlatMap[A, B, Out any](c *ConnectedStreams[A, B], f1 func(A, func(Out)), 
 				o.enter()
 			}
 		}
-		return inputFunc[A](o.process1), inputFunc[B](o.process2), o, nil
+		return inputFunc[A](func(v A, ts int64, _ int) error { return o.process(func() { o.f1(v, o.emit) }, ts) }),
+			inputFunc[B](func(v B, ts int64, _ int) error { return o.process(func() { o.f2(v, o.emit) }, ts) }), o, nil
 	})
 }
 
@@ -90,19 +91,12 @@ type coFlatMapOp[A, B, Out any] struct {
 	err  error
 }
 
-func (o *coFlatMapOp[A, B, Out]) process1(v A, ts int64, _ int) error {
+// process runs call, one input's function on a value with timestamp ts,
+// and returns the first error of what it emitted.
+func (o *coFlatMapOp[A, B, Out]) process(call func(), ts int64) error {
 	o.enter()
 	o.ts = ts
-	o.f1(v, o.emit)
-	err := o.err
-	o.err = nil
-	return err
-}
-
-func (o *coFlatMapOp[A, B, Out]) process2(v B, ts int64, _ int) error {
-	o.enter()
-	o.ts = ts
-	o.f2(v, o.emit)
+	call()
 	err := o.err
 	o.err = nil
 	return err
@@ -171,28 +165,13 @@ func (o *coProcessOp[A, B, Out]) Open(ctx *task.OperatorContext) (err error) {
 func (o *coProcessOp[A, B, Out]) process1(v A, ts int64, _ int) error {
 	o.enter()
 	o.out.ts, o.rc.ts = ts, ts
-	return o.done(o.fn.ProcessElement1(v, o.out))
+	return done(&o.opBase, o.out, o.rc, o.fn.ProcessElement1(v, o.out))
 }
 
 func (o *coProcessOp[A, B, Out]) process2(v B, ts int64, _ int) error {
 	o.enter()
 	o.out.ts, o.rc.ts = ts, ts
-	return o.done(o.fn.ProcessElement2(v, o.out))
-}
-
-// done returns what a call of the user function ended with: its error,
-// or the first error of what it emitted.
-func (o *coProcessOp[A, B, Out]) done(err error) error {
-	if err != nil {
-		o.out.err, o.rc.err = nil, nil
-		return o.fail(err)
-	}
-	err = o.out.err
-	if err == nil {
-		err = o.rc.err
-	}
-	o.out.err, o.rc.err = nil, nil
-	return err
+	return done(&o.opBase, o.out, o.rc, o.fn.ProcessElement2(v, o.out))
 }
 
 func (o *coProcessOp[A, B, Out]) SnapshotState(barrier.CheckpointID) error {
@@ -216,7 +195,7 @@ func (o *coProcessOp[A, B, Out]) OnProcessingTime(now int64) (err error) {
 			return o.fail(fmt.Errorf("a processing-time timer fired, but the co-process function has no OnTimer (implement weir.ProcessingTimerFunction)"))
 		}
 		o.out.ts, o.rc.ts = eventtime.NoTimestamp, ts
-		return o.done(o.onTimer.OnTimer(ts, o.out))
+		return done(&o.opBase, o.out, o.rc, o.onTimer.OnTimer(ts, o.out))
 	})
 }
 
@@ -267,14 +246,14 @@ func KeyedCoProcess[K, A, B, Out any](c *ConnectedKeyedStreams[A, B, K], newFn f
 
 type keyedCoProcessOp[K, A, B, Out any] struct {
 	opBase
-	k1      *keyContext[A, K]
-	k2      *keyContext[B, K]
-	fn      KeyedCoProcessFunction[K, A, B, Out]
-	onTimer TimerFunction[K, Out]
-	out     *Collector[Out]
-	rc      *RuntimeContext
-	timers  *eventtime.TimerService
-	sides   *sideCollectors
+	k1     *keyContext[A, K]
+	k2     *keyContext[B, K]
+	fn     KeyedCoProcessFunction[K, A, B, Out]
+	out    *Collector[Out]
+	rc     *RuntimeContext
+	timers *eventtime.TimerService
+	firing keyedTimers[K, Out]
+	sides  *sideCollectors
 }
 
 func (o *keyedCoProcessOp[K, A, B, Out]) Open(ctx *task.OperatorContext) (err error) {
@@ -293,14 +272,8 @@ func (o *keyedCoProcessOp[K, A, B, Out]) Open(ctx *task.OperatorContext) (err er
 	o.timers = svc
 	o.rc = &RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, keyed: ctx.Keyed, operator: ctx.OperatorState,
 		timers: &TimerService{svc: svc, ctx: ctx}, ts: eventtime.NoTimestamp, sides: o.sides}
-	o.onTimer, _ = o.fn.(TimerFunction[K, Out])
-	if err := o.fn.Open(o.rc); err != nil {
-		return err
-	}
-	if t, ok := svc.NextProcessingTime(); ok {
-		ctx.RequestProcessingTime(t)
-	}
-	return nil
+	o.firing = newKeyedTimers(&o.opBase, "keyed co-process function", o.fn, o.k1.kc, func(k K) { o.k1.key, o.k2.key = k, k }, o.out, o.rc, svc)
+	return o.firing.open(o.fn.Open(o.rc))
 }
 
 func (o *keyedCoProcessOp[K, A, B, Out]) process1(v A, ts int64, g int) error {
@@ -309,7 +282,7 @@ func (o *keyedCoProcessOp[K, A, B, Out]) process1(v A, ts int64, g int) error {
 		return err
 	}
 	o.out.ts, o.rc.ts = ts, ts
-	return o.done(o.fn.ProcessElement1(o.k1.key, v, o.out))
+	return done(&o.opBase, o.out, o.rc, o.fn.ProcessElement1(o.k1.key, v, o.out))
 }
 
 func (o *keyedCoProcessOp[K, A, B, Out]) process2(v B, ts int64, g int) error {
@@ -318,20 +291,7 @@ func (o *keyedCoProcessOp[K, A, B, Out]) process2(v B, ts int64, g int) error {
 		return err
 	}
 	o.out.ts, o.rc.ts = ts, ts
-	return o.done(o.fn.ProcessElement2(o.k2.key, v, o.out))
-}
-
-func (o *keyedCoProcessOp[K, A, B, Out]) done(err error) error {
-	if err != nil {
-		o.out.err, o.rc.err = nil, nil
-		return o.fail(err)
-	}
-	err = o.out.err
-	if err == nil {
-		err = o.rc.err
-	}
-	o.out.err, o.rc.err = nil, nil
-	return err
+	return done(&o.opBase, o.out, o.rc, o.fn.ProcessElement2(o.k2.key, v, o.out))
 }
 
 // SnapshotState writes the timers into the keyed backend, which the task
@@ -343,7 +303,7 @@ func (o *keyedCoProcessOp[K, A, B, Out]) SnapshotState(barrier.CheckpointID) err
 func (o *keyedCoProcessOp[K, A, B, Out]) ProcessWatermark(wm int64) (_ bool, err error) {
 	o.enter()
 	defer o.catch(&err)
-	return true, o.timers.AdvanceWatermark(wm, func(t eventtime.Timer) error { return o.fire(t, EventTime, t.Timestamp) })
+	return true, o.firing.advanceWatermark(wm)
 }
 
 func (o *keyedCoProcessOp[K, A, B, Out]) ProcessWatermarkStatus(eventtime.Status) (bool, error) {
@@ -353,29 +313,7 @@ func (o *keyedCoProcessOp[K, A, B, Out]) ProcessWatermarkStatus(eventtime.Status
 func (o *keyedCoProcessOp[K, A, B, Out]) OnProcessingTime(now int64) (err error) {
 	o.enter()
 	defer o.catch(&err)
-	if err := o.timers.AdvanceProcessingTime(now, func(t eventtime.Timer) error {
-		return o.fire(t, ProcessingTime, eventtime.NoTimestamp)
-	}); err != nil {
-		return err
-	}
-	if t, ok := o.timers.NextProcessingTime(); ok {
-		o.rc.timers.ctx.RequestProcessingTime(t)
-	}
-	return nil
-}
-
-// fire calls OnTimer for timer t, with the keyed state scoped to its key.
-func (o *keyedCoProcessOp[K, A, B, Out]) fire(t eventtime.Timer, d TimeDomain, outTS int64) error {
-	if o.onTimer == nil {
-		return o.fail(fmt.Errorf("a %s timer fired, but the keyed co-process function has no OnTimer (implement weir.TimerFunction)", d))
-	}
-	key, err := o.k1.kc.Decode(t.Key)
-	if err != nil {
-		return o.fail(fmt.Errorf("decoding the key of a timer: %w", err))
-	}
-	o.k1.key, o.k2.key = key, key
-	o.out.ts, o.rc.ts = outTS, t.Timestamp
-	return o.done(o.onTimer.OnTimer(key, t.Timestamp, d, o.out))
+	return o.firing.advanceProcessingTime(now)
 }
 
 // inputFunc adapts a function to the collector of one input of a

@@ -3,6 +3,7 @@ package weir_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -99,6 +100,32 @@ func ExampleWindow() {
 	// a [0,1000) 6
 	// b [0,1000) 5
 	// a [1000,2000) 4
+}
+
+// A highly available job (README: High availability): coordinators stand
+// for election in etcd and a lost term stands again; workers follow the
+// leader. Compiled, not run: it needs an etcd.
+func ExampleHAConfig() {
+	ctx := context.Background()
+	buildJob := func(opts ...weir.Option) *weir.Environment {
+		env := weir.NewEnvironment(append(opts, weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Second, Dir: "/shared/checkpoints"}))...)
+		weir.Discard(weir.FromSlice(env, []int{1, 2, 3}))
+		return env
+	}
+	workerID, addr, token := flag.String("worker", "", "worker ID"), ":7000", "secret"
+	var err error
+	ha := &weir.HAConfig{Endpoints: []string{"http://etcd:2379"}, JobID: "wordcount"}
+	if *workerID != "" {
+		err = buildJob().RunWorker(ctx, weir.WorkerConfig{ID: *workerID, Token: token, HA: ha})
+	} else {
+		for {
+			_, err = buildJob(weir.WithCluster(weir.ClusterConfig{Listen: addr, Workers: 2, Token: token, HA: ha})).Execute(ctx)
+			if !errors.Is(err, weir.ErrLeadershipLost) {
+				break // the job ended (or ctx did); a lost term stands again
+			}
+		}
+	}
+	_ = err
 }
 
 // Click is a user's click at event time TS (unix ms).

@@ -7,6 +7,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/eventtime"
+	"github.com/weirstream/weir/eventtime/join"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/state"
@@ -196,6 +197,7 @@ type RuntimeContext struct {
 	timers      *TimerService
 	ts          int64 // of the value being processed, or the firing timer
 	sides       *sideCollectors
+	broadcast   *broadcastContext // a broadcast process function's states
 	// err is the first error of what the function emitted to side
 	// outputs (Output) in the current call; the operator returns it.
 	err error
@@ -250,7 +252,23 @@ type TimerService struct {
 	op  *operatorTimers         // a non-keyed function's processing-time timers
 	wm  *int64                  // a non-keyed operator's event time
 	ctx *task.OperatorContext
+	// noKey, if set, reports that the function has no current key now
+	// (a keyed broadcast process function's broadcast side).
+	noKey func() bool
 }
+
+// check returns why timers cannot be set now, if they cannot.
+func (t *TimerService) check() error {
+	if t.noKey != nil && t.noKey() {
+		return ErrNoCurrentKey
+	}
+	return nil
+}
+
+// ErrNoCurrentKey is returned by a TimerService used on the broadcast side
+// of a keyed broadcast process function: a broadcast value belongs to no
+// key.
+var ErrNoCurrentKey = join.ErrNoCurrentKey
 
 // ErrEventTimeTimerNotKeyed is returned by the event-time methods of a
 // non-keyed function's TimerService: event-time timers belong to a key
@@ -263,6 +281,9 @@ func (t *TimerService) RegisterEventTimeTimer(ts int64) error {
 	if t.svc == nil {
 		return ErrEventTimeTimerNotKeyed
 	}
+	if err := t.check(); err != nil {
+		return err
+	}
 	return t.svc.RegisterEventTimeTimer(ts, nil)
 }
 
@@ -271,12 +292,18 @@ func (t *TimerService) DeleteEventTimeTimer(ts int64) error {
 	if t.svc == nil {
 		return ErrEventTimeTimerNotKeyed
 	}
+	if err := t.check(); err != nil {
+		return err
+	}
 	return t.svc.DeleteEventTimeTimer(ts, nil)
 }
 
 // RegisterProcessingTimeTimer sets a timer that fires when the clock (unix
 // ms) reaches ts.
 func (t *TimerService) RegisterProcessingTimeTimer(ts int64) error {
+	if err := t.check(); err != nil {
+		return err
+	}
 	if t.svc == nil {
 		t.op.add(ts)
 	} else if err := t.svc.RegisterProcessingTimeTimer(ts, nil); err != nil {
@@ -289,6 +316,9 @@ func (t *TimerService) RegisterProcessingTimeTimer(ts int64) error {
 // DeleteProcessingTimeTimer removes a processing-time timer (missing: no
 // error).
 func (t *TimerService) DeleteProcessingTimeTimer(ts int64) error {
+	if err := t.check(); err != nil {
+		return err
+	}
 	if t.svc == nil {
 		t.op.remove(ts)
 		return nil
@@ -353,13 +383,13 @@ func Process[K, In, Out any](ks *KeyedStream[In, K], newFn func() KeyedProcessFu
 
 type processOp[K, In, Out any] struct {
 	opBase
-	kc      *keyContext[In, K]
-	fn      KeyedProcessFunction[K, In, Out]
-	onTimer TimerFunction[K, Out] // fn, if it has timers
-	out     *Collector[Out]
-	rc      *RuntimeContext
-	timers  *eventtime.TimerService
-	sides   *sideCollectors
+	kc     *keyContext[In, K]
+	fn     KeyedProcessFunction[K, In, Out]
+	out    *Collector[Out]
+	rc     *RuntimeContext
+	timers *eventtime.TimerService
+	firing keyedTimers[K, Out]
+	sides  *sideCollectors
 }
 
 func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
@@ -375,15 +405,8 @@ func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 	o.timers = svc
 	o.rc = &RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, keyed: ctx.Keyed, operator: ctx.OperatorState,
 		timers: &TimerService{svc: svc, ctx: ctx}, ts: eventtime.NoTimestamp, sides: o.sides}
-	o.onTimer, _ = o.fn.(TimerFunction[K, Out])
-	if err := o.fn.Open(o.rc); err != nil {
-		return err
-	}
-	// Processing-time timers restored from a checkpoint, due or not.
-	if t, ok := svc.NextProcessingTime(); ok {
-		ctx.RequestProcessingTime(t)
-	}
-	return nil
+	o.firing = newKeyedTimers(&o.opBase, "process function", o.fn, o.kc.kc, func(k K) { o.kc.key = k }, o.out, o.rc, svc)
+	return o.firing.open(o.fn.Open(o.rc))
 }
 
 func (o *processOp[K, In, Out]) collect(v In, ts int64) error { return o.collectInGroup(v, ts, -1) }
@@ -394,22 +417,7 @@ func (o *processOp[K, In, Out]) collectInGroup(v In, ts int64, g int) (err error
 		return err
 	}
 	o.out.ts, o.rc.ts = ts, ts
-	return o.done(o.fn.ProcessElement(o.kc.key, v, o.out))
-}
-
-// done returns what a call of the user function ended with: its error,
-// or the first error of what it emitted.
-func (o *processOp[K, In, Out]) done(err error) error {
-	if err != nil {
-		o.out.err, o.rc.err = nil, nil
-		return o.fail(err)
-	}
-	err = o.out.err
-	if err == nil {
-		err = o.rc.err
-	}
-	o.out.err, o.rc.err = nil, nil
-	return err
+	return done(&o.opBase, o.out, o.rc, o.fn.ProcessElement(o.kc.key, v, o.out))
 }
 
 // SnapshotState writes the timers into the keyed backend, which the task
@@ -419,7 +427,7 @@ func (o *processOp[K, In, Out]) SnapshotState(barrier.CheckpointID) error { retu
 func (o *processOp[K, In, Out]) ProcessWatermark(wm int64) (_ bool, err error) {
 	o.enter()
 	defer o.catch(&err)
-	return true, o.timers.AdvanceWatermark(wm, o.fireEventTime)
+	return true, o.firing.advanceWatermark(wm)
 }
 
 func (o *processOp[K, In, Out]) ProcessWatermarkStatus(eventtime.Status) (bool, error) {
@@ -429,33 +437,94 @@ func (o *processOp[K, In, Out]) ProcessWatermarkStatus(eventtime.Status) (bool, 
 func (o *processOp[K, In, Out]) OnProcessingTime(now int64) (err error) {
 	o.enter()
 	defer o.catch(&err)
-	if err := o.timers.AdvanceProcessingTime(now, o.fireProcessingTime); err != nil {
+	return o.firing.advanceProcessingTime(now)
+}
+
+// done returns what a call of a user function (with collector out and
+// context rc) ended with: its error (named for o), or the first error of
+// what it emitted.
+func done[Out any](o *opBase, out *Collector[Out], rc *RuntimeContext, err error) error {
+	if err != nil {
+		out.err, rc.err = nil, nil
+		return o.fail(err)
+	}
+	err = out.err
+	if err == nil {
+		err = rc.err
+	}
+	out.err, rc.err = nil, nil
+	return err
+}
+
+// keyedTimers fire the timers of a keyed process operator (Process,
+// KeyedCoProcess, KeyedBroadcastProcess): OnTimer of its function, with the
+// keyed state scoped to the timer's key.
+type keyedTimers[K, Out any] struct {
+	op      *opBase
+	what    string // the function's kind, for errors
+	onTimer TimerFunction[K, Out]
+	kc      codec.Codec[K]
+	setKey  func(K) // sets the operator's typed current key
+	out     *Collector[Out]
+	rc      *RuntimeContext
+	svc     *eventtime.TimerService
+	// before, if set, runs before each OnTimer.
+	before func()
+	// The firing functions, made once.
+	eventTime, processingTime eventtime.TimerFunc
+}
+
+func newKeyedTimers[K, Out any](op *opBase, what string, fn any, kc codec.Codec[K], setKey func(K), out *Collector[Out], rc *RuntimeContext,
+	svc *eventtime.TimerService) keyedTimers[K, Out] {
+	f := keyedTimers[K, Out]{op: op, what: what, kc: kc, setKey: setKey, out: out, rc: rc, svc: svc}
+	f.onTimer, _ = fn.(TimerFunction[K, Out])
+	return f
+}
+
+// open finishes the operator's Open, after its function's Open returned
+// err: the processing-time timers restored from a checkpoint, due or not,
+// ask for their callback.
+func (f *keyedTimers[K, Out]) open(err error) error {
+	if err != nil {
 		return err
 	}
-	if t, ok := o.timers.NextProcessingTime(); ok {
-		o.rc.timers.ctx.RequestProcessingTime(t)
+	f.eventTime = func(t eventtime.Timer) error { return f.fire(t, EventTime, t.Timestamp) }
+	f.processingTime = func(t eventtime.Timer) error { return f.fire(t, ProcessingTime, eventtime.NoTimestamp) }
+	if t, ok := f.svc.NextProcessingTime(); ok {
+		f.rc.timers.ctx.RequestProcessingTime(t)
 	}
 	return nil
 }
 
-func (o *processOp[K, In, Out]) fireEventTime(t eventtime.Timer) error {
-	return o.fire(t, EventTime, t.Timestamp)
+func (f *keyedTimers[K, Out]) advanceWatermark(wm int64) error {
+	return f.svc.AdvanceWatermark(wm, f.eventTime)
 }
 
-func (o *processOp[K, In, Out]) fireProcessingTime(t eventtime.Timer) error {
-	return o.fire(t, ProcessingTime, eventtime.NoTimestamp)
+// advanceProcessingTime fires the processing-time timers due at now and
+// asks for the next callback.
+func (f *keyedTimers[K, Out]) advanceProcessingTime(now int64) error {
+	if err := f.svc.AdvanceProcessingTime(now, f.processingTime); err != nil {
+		return err
+	}
+	if t, ok := f.svc.NextProcessingTime(); ok {
+		f.rc.timers.ctx.RequestProcessingTime(t)
+	}
+	return nil
 }
 
 // fire calls OnTimer for timer t, with the keyed state scoped to its key.
-func (o *processOp[K, In, Out]) fire(t eventtime.Timer, d TimeDomain, outTS int64) error {
-	if o.onTimer == nil {
-		return o.fail(fmt.Errorf("a %s timer fired, but the process function has no OnTimer (implement weir.TimerFunction)", d))
+func (f *keyedTimers[K, Out]) fire(t eventtime.Timer, d TimeDomain, outTS int64) error {
+	if f.onTimer == nil {
+		return f.op.fail(fmt.Errorf("a %s timer fired, but the %s has no OnTimer (implement weir.TimerFunction)", d, f.what))
 	}
-	key, err := o.kc.kc.Decode(t.Key)
+	key, err := f.kc.Decode(t.Key)
 	if err != nil {
-		return o.fail(fmt.Errorf("decoding the key of a timer: %w", err))
+		return f.op.fail(fmt.Errorf("decoding the key of a timer: %w", err))
 	}
-	o.kc.key = key
-	o.out.ts, o.rc.ts = outTS, t.Timestamp
-	return o.done(o.onTimer.OnTimer(key, t.Timestamp, d, o.out))
+	f.setKey(key)
+	f.out.ts, f.rc.ts = outTS, t.Timestamp
+	if f.before != nil {
+		f.before()
+	}
+	return done(f.op, f.out, f.rc, f.onTimer.OnTimer(key, t.Timestamp, d, f.out))
 }

@@ -60,6 +60,14 @@
 //     does so to every worker); the worker's handler sees it last, then
 //     RunWorker returns nil.
 //
+// A highly available job's coordinators fail over: every command of the
+// leader (Deploy, CancelAttempt, TriggerCheckpoint, NotifyCheckpoint,
+// Commit) carries its Epoch, which grows with every new leader, and
+// attempts count anew in each epoch. A worker serves the newest epoch that
+// deployed on it and ends the session on a command of an older one (a
+// deposed leader); it then finds the current leader and registers there.
+// Epoch 0 is a coordinator without high availability.
+//
 // # Usage
 //
 // Coordinator: NewServer(cfg, handler), then Serve(ctx, listener) in its

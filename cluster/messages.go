@@ -16,6 +16,32 @@ import (
 // ignored by both sides.
 type Attempt uint64
 
+// Epoch numbers a leader of a job whose coordinators fail over (a
+// highly available job): every new leader's is greater. Attempts count
+// within an epoch. A worker serves the newest epoch that deployed on it
+// and refuses a deployment, trigger, notification, cancellation or commit
+// of an older one: a deposed leader cannot reach its tasks. Zero: no high
+// availability.
+type Epoch uint64
+
+// EpochOf returns the epoch of a command; ok is false for messages that
+// carry none (Registered, Shutdown, Heartbeat).
+func (m *CoordinatorMessage) EpochOf() (e Epoch, ok bool) {
+	switch {
+	case m.Deploy != nil:
+		return m.Deploy.Epoch, true
+	case m.CancelAttempt != nil:
+		return m.CancelAttempt.Epoch, true
+	case m.TriggerCheckpoint != nil:
+		return m.TriggerCheckpoint.Epoch, true
+	case m.NotifyCheckpoint != nil:
+		return m.NotifyCheckpoint.Epoch, true
+	case m.Commit != nil:
+		return m.Commit.Epoch, true
+	}
+	return 0, false
+}
+
 // TaskState is the lifecycle state a worker reports for one task.
 type TaskState uint8
 
@@ -218,7 +244,11 @@ type Assignment struct {
 // and runs the tasks assigned to it, connecting their data channels to the
 // other workers' DataAddrs.
 type Deploy struct {
-	Attempt       Attempt           `json:"Attempt"`
+	Attempt Attempt `json:"Attempt"`
+	// Epoch is the deploying leader's epoch (0: a coordinator without
+	// high availability). A worker refuses commands of an epoch older than
+	// the newest it deployed; see Epoch.
+	Epoch         Epoch             `json:"Epoch,omitempty"`
 	JobID         string            `json:"JobID"`
 	Tasks         []Assignment      `json:"Tasks"`
 	DataAddrs     map[string]string `json:"DataAddrs"`     // worker ID → data-plane address
@@ -239,12 +269,14 @@ type Deploy struct {
 // elsewhere, before a redeployment).
 type CancelAttempt struct {
 	Attempt Attempt `json:"Attempt"`
+	Epoch   Epoch   `json:"Epoch,omitempty"`
 }
 
 // TriggerCheckpoint starts a checkpoint at a source task, for
 // coordinator.TaskGateway.TriggerCheckpoint.
 type TriggerCheckpoint struct {
 	Attempt Attempt         `json:"Attempt"`
+	Epoch   Epoch           `json:"Epoch,omitempty"`
 	Task    state.TaskKey   `json:"Task"`
 	Barrier barrier.Barrier `json:"Barrier"`
 }
@@ -253,6 +285,7 @@ type TriggerCheckpoint struct {
 // false) or was aborted, for coordinator.TaskGateway's notifications.
 type NotifyCheckpoint struct {
 	Attempt Attempt              `json:"Attempt"`
+	Epoch   Epoch                `json:"Epoch,omitempty"`
 	Task    state.TaskKey        `json:"Task"`
 	ID      barrier.CheckpointID `json:"ID"`
 	Aborted bool                 `json:"Aborted"`
@@ -265,6 +298,7 @@ type NotifyCheckpoint struct {
 // would commit them). The worker answers with Committed.
 type Commit struct {
 	Attempt   Attempt              `json:"Attempt"`
+	Epoch     Epoch                `json:"Epoch,omitempty"`
 	Commit    bool                 `json:"Commit"`
 	Completed barrier.CheckpointID `json:"Completed"`
 }

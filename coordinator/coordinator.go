@@ -363,6 +363,15 @@ func (c *CheckpointCoordinator) Restore(m state.Metadata, claim bool) error {
 	return err
 }
 
+// ContinueAfter makes the next checkpoint ID follow id, if it does not
+// already: a coordinator taking over a job from another process continues
+// after every ID the other may have used. Call it before Attach.
+func (c *CheckpointCoordinator) ContinueAfter(id barrier.CheckpointID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.core.nextID = max(c.mu.core.nextID, id+1)
+}
+
 // LatestCompleted returns the restore point for a failover: the newest
 // completed checkpoint, or the restored checkpoint or savepoint if none has
 // completed since. Savepoints triggered through TriggerSavepoint are not

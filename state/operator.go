@@ -32,6 +32,16 @@ func NewOperatorBackend() *OperatorBackend {
 	return &OperatorBackend{states: map[string]*opState{}}
 }
 
+// Names lists the backend's states, sorted.
+func (b *OperatorBackend) Names() []string {
+	names := make([]string, 0, len(b.states))
+	for n := range b.states {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // OperatorListState is a list of elements owned by one subtask.
 type OperatorListState[T any] struct {
 	s *opState
@@ -45,7 +55,7 @@ func GetOperatorListState[T any](b *OperatorBackend, d ListDescriptor[T], dist D
 	if d.Name == "" || d.Codec == nil {
 		return nil, errors.New("state: operator list state needs a name and a codec")
 	}
-	if dist != SplitDistribute && dist != UnionDistribute {
+	if dist != SplitDistribute && dist != UnionDistribute && dist != BroadcastDistribute {
 		return nil, fmt.Errorf("state: operator list state %q: unknown distribution %d", d.Name, dist)
 	}
 	if d.TTL.enabled() {
@@ -163,7 +173,8 @@ func (b *OperatorBackend) Snapshot(id barrier.CheckpointID, w StateWriterFactory
 // subtasks (handles, in previous subtask order; nil entries are skipped)
 // redistributed for subtask index of parallelism: a split-distributed list
 // gets its even share of the union of all elements, a union-distributed
-// list gets the whole union. At an unchanged parallelism (one handle per
+// list gets the whole union, a broadcast-distributed list gets the list of
+// previous subtask index mod len(handles). At an unchanged parallelism (one handle per
 // subtask) a split-distributed list is the subtask's own, as it was
 // snapshotted (Flink's round-robin repartitioner keeps the assignment too):
 // what a subtask kept in order stays with it, in order.
@@ -177,7 +188,7 @@ func (b *OperatorBackend) Restore(handles []*OperatorStateHandle, r StateReader,
 		if h == nil || len(h.States) == 0 {
 			continue
 		}
-		if err := readOperatorFile(h, r, union, !same || i == index); err != nil {
+		if err := readOperatorFile(h, r, union, !same || i == index, i == index%len(handles)); err != nil {
 			return err
 		}
 	}
@@ -194,8 +205,9 @@ func (b *OperatorBackend) Restore(handles []*OperatorStateHandle, r StateReader,
 }
 
 // readOperatorFile adds the states of h to union; split-distributed
-// elements only if split is set.
-func readOperatorFile(h *OperatorStateHandle, r StateReader, union map[string]*opState, split bool) (err error) {
+// elements only if split is set, broadcast-distributed ones only if
+// broadcast is.
+func readOperatorFile(h *OperatorStateHandle, r StateReader, union map[string]*opState, split, broadcast bool) (err error) {
 	f, err := r.OpenState(h.StreamHandle)
 	if err != nil {
 		return err
@@ -222,7 +234,7 @@ func readOperatorFile(h *OperatorStateHandle, r StateReader, union map[string]*o
 		} else if u.dist != meta.Distribution {
 			return fmt.Errorf("state: operator state %q has distributions %d and %d in different subtasks", name, u.dist, meta.Distribution)
 		}
-		if u.dist == SplitDistribute && !split {
+		if u.dist == SplitDistribute && !split || u.dist == BroadcastDistribute && !broadcast {
 			continue
 		}
 		for _, off := range meta.Offsets {

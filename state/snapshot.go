@@ -79,6 +79,10 @@ const (
 	SplitDistribute Distribution = iota
 	// UnionDistribute gives every subtask the union of all elements.
 	UnionDistribute
+	// BroadcastDistribute gives new subtask i the elements of old subtask
+	// i mod the old parallelism: a broadcast state, which every subtask
+	// holds whole and equal (Flink's repartitionBroadcastState).
+	BroadcastDistribute
 )
 
 // OperatorStateMeta describes one named list state inside an

@@ -3,6 +3,8 @@ package joins_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -60,19 +62,40 @@ func newKiller(seed uint64, kills int, every int64) *killer {
 // maybe panics when the next failure is due.
 func (k *killer) maybe() {
 	c := k.seen.Add(1)
+	if n, ok := k.due(c); ok {
+		panic(fmt.Sprintf("injected failure %d at call %d", n, c))
+	}
+}
+
+// due claims failure n if it is due at call c.
+func (k *killer) due(c int64) (int64, bool) {
 	n := k.next.Load()
 	if int(n) >= len(k.at) || c < k.at[n] {
-		return
+		return n, false
 	}
 	j := k.job.Load()
 	if j == nil {
-		return
+		return n, false
 	}
 	done := int64(j.CheckpointStats().Completed)
 	if done > k.completedAt.Load() && k.next.CompareAndSwap(n, n+1) {
 		k.completedAt.Store(done)
-		panic(fmt.Sprintf("injected failure %d at call %d", n, c))
+		return n, true
 	}
+	return n, false
+}
+
+// release is a held source's end of input: io.EOF once every failure
+// fired; the failures still due fire here (whatever the machine's speed,
+// each restores from a checkpoint), else it waits (nil).
+func (k *killer) release() error {
+	if k.fired() >= len(k.at) {
+		return io.EOF
+	}
+	if n, ok := k.due(math.MaxInt64); ok {
+		return fmt.Errorf("injected failure %d at the end of the input", n)
+	}
+	return nil
 }
 
 // fired is how many failures fired.

@@ -221,3 +221,23 @@ func TestCoProcessSideOutputAndTimer(t *testing.T) {
 	require.Equal(t, wantOdd, sorted(got))
 	require.Len(t, mainVals.Values(), 99) // every even value but the one that armed the timer
 }
+
+// A stream connected to itself, over TCP too: its values reach both
+// inputs, through partitions of their own.
+func TestConnectStreamToItself(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			env := weir.NewEnvironment(tr.opt, weir.WithParallelism(2))
+			a := weir.FromGenerator(env, 100, func(i int64) int64 { return i })
+			c := weir.CoMap(weir.Connect(a, a.Rebalance()), func(v int64) int64 { return v }, func(v int64) int64 { return -v - 1 })
+			got, _ := weir.Collect(c)
+			_, err := env.Execute(testCtx(t))
+			require.NoError(t, err)
+			var want []int64
+			for i := range int64(100) {
+				want = append(want, i, -i-1)
+			}
+			require.Equal(t, sorted(want), sorted(got.Values()))
+		})
+	}
+}

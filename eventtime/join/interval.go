@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/eventtime"
@@ -83,13 +82,20 @@ type IntervalOutput[L, R any] interface {
 }
 
 // Interval is the core of a keyed event-time interval join (Flink's
-// IntervalJoinOperator). Each side keeps, per key and timestamp, a bucket
-// of its elements in arrival order, as long as an element of the other
-// side could still match them; the buckets are keyed state (a map state
-// per side under the record key, user key the timestamp, value the
-// bucket's encoded elements), and each bucket has a cleanup timer in the
-// join's eventtime.TimerService, so checkpoints, savepoints and rescaling
-// by key group need nothing from it.
+// IntervalJoinOperator). Each side keeps its elements as long as an
+// element of the other side could still match them. They are keyed
+// state: per record key and side one list state holding the side's
+// elements in ascending timestamp order (arrival order among equal
+// timestamps), each framed as
+//
+//	uvarint length | encoded element | timestamp (8 bytes, big endian, sign bit flipped)
+//
+// so that the last 8 bytes are the latest timestamp: elements in
+// timestamp order are appended, one backend call. A side of a key has a
+// cleanup timer (eventtime.TimerService) at the cleanup time of its
+// earliest element, which removes the elements whose cleanup time the
+// watermark reached and sets the timer again for the next. Checkpoints,
+// savepoints and rescaling by key group need nothing from the core.
 //
 // It is pure: elements and watermarks come in as method calls, joins
 // leave through the Output; it reads no clock and starts no goroutine.
@@ -109,21 +115,14 @@ type Interval[L, R any] struct {
 	rc     codec.Codec[R]
 	out    IntervalOutput[L, R]
 	lo, hi int64
-	ids    [2]state.StateID
+	ids    [2]state.StateID // each side's list state
 	timers *eventtime.TimerService
 	wm     int64
 	late   int64
 
-	uk     [8]byte
-	ns     [9]byte
-	bucket []byte  // scratch: a bucket being appended to
-	found  []found // scratch: the buckets a scan matched
-	arena  []byte  // scratch: their bytes
-}
-
-type found struct {
-	ts         int64
-	start, end int // in arena
+	ns    [1]byte
+	elem  []byte // scratch: an element being added
+	arena []byte // scratch: elements a scan matched, a list rewritten
 }
 
 // NewInterval returns the interval join cfg over backend b, continuing from
@@ -143,7 +142,7 @@ func NewInterval[L, R any](b state.KeyedBackend, cfg IntervalConfig, lc codec.Co
 	}
 	j := &Interval[L, R]{b: b, lc: lc, rc: rc, out: out, lo: lo, hi: hi, wm: math.MinInt64}
 	for s, side := range [2]string{"left", "right"} {
-		id, err := b.Register("_interval/"+name+"/"+side, state.KindMap)
+		id, err := b.Register("_interval/"+name+"/"+side, state.KindList)
 		if err != nil {
 			return nil, fmt.Errorf("join: interval join %q: %w", name, err)
 		}
@@ -174,7 +173,7 @@ func (j *Interval[L, R]) ProcessLeft(v L, ts int64) error {
 		j.late++
 		return j.out.LateLeft(v, ts)
 	}
-	if err := j.add(Left, ts, j.lc.Append(j.bucketTail(), v)); err != nil {
+	if err := j.add(Left, ts, j.lc.Append(j.elemHead(), v)); err != nil {
 		return err
 	}
 	return j.scan(Right, satAdd(ts, j.lo), satAdd(ts, j.hi), func(p []byte, rts int64) error {
@@ -197,7 +196,7 @@ func (j *Interval[L, R]) ProcessRight(v R, ts int64) error {
 		j.late++
 		return j.out.LateRight(v, ts)
 	}
-	if err := j.add(Right, ts, j.rc.Append(j.bucketTail(), v)); err != nil {
+	if err := j.add(Right, ts, j.rc.Append(j.elemHead(), v)); err != nil {
 		return err
 	}
 	return j.scan(Left, satSub(ts, j.hi), satSub(ts, j.lo), func(p []byte, lts int64) error {
@@ -243,49 +242,79 @@ func (j *Interval[L, R]) cleanupTime(s Side, ts int64) int64 {
 	return ts
 }
 
-// bucketTail returns the scratch buffer with room for a value's length
-// prefix, which add fills in: values in a bucket are framed as a uvarint
-// length and the encoding.
-func (j *Interval[L, R]) bucketTail() []byte {
-	j.bucket = append(j.bucket[:0], make([]byte, binary.MaxVarintLen64)...)
-	return j.bucket
+// elemHead returns the scratch buffer with room for an element's length
+// prefix, which add fills in.
+func (j *Interval[L, R]) elemHead() []byte {
+	j.elem = append(j.elem[:0], make([]byte, binary.MaxVarintLen64)...)
+	return j.elem
 }
 
-// add appends the encoded element enc (after a MaxVarintLen64 gap) to the
-// bucket at ts of side s of the current key; a new bucket gets its
-// cleanup timer.
-func (j *Interval[L, R]) add(s Side, ts int64, enc []byte) error {
+// frame turns enc (j.elem), an element's encoding after a
+// MaxVarintLen64 gap, into the element's frame with timestamp ts.
+func (j *Interval[L, R]) frame(enc []byte, ts int64) []byte {
 	n := len(enc) - binary.MaxVarintLen64
+	j.elem = binary.BigEndian.AppendUint64(enc, uint64(ts)^(1<<63))
 	var lenBuf [binary.MaxVarintLen64]byte
 	k := binary.PutUvarint(lenBuf[:], uint64(n))
-	framed := enc[binary.MaxVarintLen64-k:]
-	copy(framed, lenBuf[:k])
-	uk := putTimestamp(j.uk[:], ts)
-	old, ok, err := j.b.Get(j.ids[s], uk)
+	f := j.elem[binary.MaxVarintLen64-k:]
+	copy(f, lenBuf[:k])
+	return f
+}
+
+// next splits the first element frame off list: its encoding, its
+// timestamp, its length in bytes.
+func next(list []byte) (enc []byte, ts int64, size int, err error) {
+	n, k := binary.Uvarint(list)
+	if k <= 0 || uint64(len(list)-k) < n+8 {
+		return nil, 0, 0, fmt.Errorf("%w: interval join element framing", state.ErrCorruptState)
+	}
+	end := k + int(n)
+	return list[k:end], getTimestamp(list[end:]), end + 8, nil
+}
+
+// add adds the element enc (after a MaxVarintLen64 gap) at ts to side s of
+// the current key, behind the elements at ts or before: appended when it
+// is the latest; a new earliest element sets the side's cleanup timer.
+func (j *Interval[L, R]) add(s Side, ts int64, enc []byte) error {
+	f := j.frame(enc, ts)
+	list, _, err := j.b.Get(j.ids[s], nil)
 	if err != nil {
 		return err
 	}
-	if ok {
-		// old is the backend's until its next call: the new bucket is
-		// built in the arena.
-		j.arena = append(append(j.arena[:0], old...), framed...)
-		framed = j.arena
+	if len(list) >= 8 && getTimestamp(list[len(list)-8:]) <= ts {
+		// The common case, timestamps in order.
+		return j.b.Append(j.ids[s], f)
 	}
-	if err := j.b.Put(j.ids[s], uk, framed); err != nil {
+	// Out of order (or the first): inserted before the first element
+	// after ts.
+	at := 0
+	for at < len(list) {
+		_, t, size, err := next(list[at:])
+		if err != nil {
+			return err
+		}
+		if t > ts {
+			break
+		}
+		at += size
+	}
+	j.arena = append(append(append(j.arena[:0], list[:at]...), f...), list[at:]...)
+	if err := j.b.Put(j.ids[s], nil, j.arena); err != nil {
 		return err
 	}
-	if ok {
+	if at > 0 {
 		return nil
 	}
-	return j.timers.RegisterEventTimeTimer(j.cleanupTime(s, ts), j.namespace(s, ts))
+	// A new earliest element: the side's cleanup timer at its cleanup
+	// time (one set for a later element fires and finds less to do).
+	return j.timers.RegisterEventTimeTimer(j.cleanupTime(s, ts), j.namespace(s))
 }
 
-// namespace is the cleanup timer's namespace of the bucket at ts of side
-// s: the side, then the timestamp.
-func (j *Interval[L, R]) namespace(s Side, ts int64) []byte {
+// namespace is the namespace of side s's cleanup timers: one byte, the
+// side.
+func (j *Interval[L, R]) namespace(s Side) []byte {
 	j.ns[0] = byte(s)
-	putTimestamp(j.ns[1:], ts)
-	return j.ns[:]
+	return j.ns[:1]
 }
 
 // scan calls fn for each element of side s of the current key at a
@@ -294,88 +323,99 @@ func (j *Interval[L, R]) scan(s Side, from, to int64, fn func(p []byte, ts int64
 	if from > to {
 		return nil
 	}
-	j.found, j.arena = j.found[:0], j.arena[:0]
-	var derr error
-	err := j.b.Iterate(j.ids[s], func(uk, v []byte) bool {
-		if len(uk) != 8 {
-			derr = fmt.Errorf("%w: interval join bucket key of %d bytes", state.ErrCorruptState, len(uk))
-			return false
-		}
-		ts := getTimestamp(uk)
-		if ts < from || ts > to {
-			return true
-		}
-		start := len(j.arena)
-		j.arena = append(j.arena, v...)
-		j.found = append(j.found, found{ts: ts, start: start, end: len(j.arena)})
-		return true
-	})
-	if err == nil {
-		err = derr
-	}
+	list, _, err := j.b.Get(j.ids[s], nil)
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(j.found, func(a, b found) int {
-		switch {
-		case a.ts < b.ts:
-			return -1
-		case a.ts > b.ts:
-			return 1
+	start, end := -1, 0
+	for at := 0; at < len(list); {
+		_, t, size, err := next(list[at:])
+		if err != nil {
+			return err
 		}
-		return 0
-	})
-	// fn may reach the backend (an output that joins again): the found
-	// buckets are copies in the arena, which scan alone writes; a nested
-	// scan would overwrite them, so fn must not scan.
-	for _, f := range j.found {
-		p := j.arena[f.start:f.end]
-		for len(p) > 0 {
-			n, k := binary.Uvarint(p)
-			if k <= 0 || uint64(len(p)-k) < n {
-				return fmt.Errorf("%w: interval join bucket framing", state.ErrCorruptState)
-			}
-			if err := fn(p[k:k+int(n)], f.ts); err != nil {
-				return err
-			}
-			p = p[k+int(n):]
+		if t > to {
+			break
 		}
+		if t >= from && start < 0 {
+			start = at
+		}
+		at += size
+		end = at
+	}
+	if start < 0 {
+		return nil
+	}
+	// The list is the backend's until its next call, and a value decoded
+	// from it might keep its bytes: the matches are copied.
+	j.arena = append(j.arena[:0], list[start:end]...)
+	for p := j.arena; len(p) > 0; {
+		enc, t, size, err := next(p)
+		if err != nil {
+			return err
+		}
+		if err := fn(enc, t); err != nil {
+			return err
+		}
+		p = p[size:]
 	}
 	return nil
 }
 
-// cleanup drops the bucket of a cleanup timer that fired.
+// cleanup removes, when the side's cleanup timer of the timer's key
+// fires, the side's elements whose cleanup time the watermark reached (a
+// prefix of its list), and sets the timer again for the earliest left.
 func (j *Interval[L, R]) cleanup(t eventtime.Timer) error {
-	if len(t.Namespace) != 9 || t.Namespace[0] > byte(Right) {
+	if len(t.Namespace) != 1 || t.Namespace[0] > byte(Right) {
 		return fmt.Errorf("%w: interval join timer namespace of %d bytes", state.ErrCorruptState, len(t.Namespace))
 	}
-	return j.b.Delete(j.ids[t.Namespace[0]], t.Namespace[1:])
+	s := Side(t.Namespace[0])
+	list, _, err := j.b.Get(j.ids[s], nil)
+	if err != nil {
+		return err
+	}
+	at, first := 0, int64(0)
+	for at < len(list) {
+		_, ts, size, err := next(list[at:])
+		if err != nil {
+			return err
+		}
+		if j.cleanupTime(s, ts) > j.wm {
+			first = ts
+			break
+		}
+		at += size
+	}
+	switch {
+	case at == 0:
+		return nil // the timer of an earliest element that went already
+	case at == len(list):
+		return j.b.Clear(j.ids[s])
+	}
+	j.arena = append(j.arena[:0], list[at:]...)
+	if err := j.b.Put(j.ids[s], nil, j.arena); err != nil {
+		return err
+	}
+	return j.timers.RegisterEventTimeTimer(j.cleanupTime(s, first), j.namespace(s))
 }
 
 // Buffered calls fn for every element of side s, of every key, with its
-// serialized key and timestamp, in no particular order (for inspection
-// and tests).
+// serialized key and timestamp, by key in no particular order, each key's
+// in its list's order (for inspection and tests).
 func (j *Interval[L, R]) Buffered(s Side, fn func(key []byte, ts int64, left L, right R) error) error {
 	var ferr error
-	err := j.b.Entries(j.ids[s], func(key []byte, _ int, uk, v []byte) bool {
-		if len(uk) != 8 {
-			ferr = fmt.Errorf("%w: interval join bucket key of %d bytes", state.ErrCorruptState, len(uk))
-			return false
-		}
-		ts := getTimestamp(uk)
-		for p := v; len(p) > 0; {
-			n, k := binary.Uvarint(p)
-			if k <= 0 || uint64(len(p)-k) < n {
-				ferr = fmt.Errorf("%w: interval join bucket framing", state.ErrCorruptState)
+	err := j.b.Entries(j.ids[s], func(key []byte, _ int, _, list []byte) bool {
+		for len(list) > 0 {
+			enc, ts, size, err := next(list)
+			if err != nil {
+				ferr = err
 				return false
 			}
 			var l L
 			var r R
-			var err error
 			if s == Left {
-				l, err = j.lc.Decode(p[k : k+int(n)])
+				l, err = j.lc.Decode(enc)
 			} else {
-				r, err = j.rc.Decode(p[k : k+int(n)])
+				r, err = j.rc.Decode(enc)
 			}
 			if err == nil {
 				err = fn(key, ts, l, r)
@@ -384,7 +424,7 @@ func (j *Interval[L, R]) Buffered(s Side, fn func(key []byte, ts int64, left L, 
 				ferr = err
 				return false
 			}
-			p = p[k+int(n):]
+			list = list[size:]
 		}
 		return true
 	})
@@ -394,13 +434,8 @@ func (j *Interval[L, R]) Buffered(s Side, fn func(key []byte, ts int64, left L, 
 	return ferr
 }
 
-// putTimestamp writes ts as 8 big-endian bytes with the sign bit flipped,
-// so that byte order is numeric order.
-func putTimestamp(dst []byte, ts int64) []byte {
-	binary.BigEndian.PutUint64(dst, uint64(ts)^(1<<63))
-	return dst[:8]
-}
-
+// getTimestamp reads a timestamp written as 8 big-endian bytes with the
+// sign bit flipped (byte order is numeric order).
 func getTimestamp(p []byte) int64 { return int64(binary.BigEndian.Uint64(p) ^ (1 << 63)) }
 
 func satAdd(a, b int64) int64 {

@@ -5,9 +5,21 @@
 // restarts the job after failures. The counts go to an exactly-once file
 // sink, which the coordinator reads back and checks.
 //
+// With -ha the job is highly available: this process starts an etcd
+// server in itself, two coordinator processes that campaign for the
+// job's leadership, and two workers that follow the leader; with
+// -kill-coordinator N it SIGKILLs the leading coordinator N times (each
+// time once it completed a checkpoint), starts a replacement, and reports
+// how long the next leader took to complete its first checkpoint.
+//
 //	go run ./examples/cluster               # 2 workers, 200 000 lines
 //	go run ./examples/cluster -kill         # SIGKILL a worker mid-job; a new one joins
 //	go run ./examples/cluster -lines 1000000 -p 4
+//	go run ./examples/cluster -ha -kill-coordinator 2
+//
+// -role coordinator and -role worker run one process of a deployment
+// (see examples/cluster/k8s): with -etcd, coordinators elect a leader
+// and workers find it there.
 package main
 
 import (
@@ -27,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -60,34 +73,99 @@ type params struct {
 	out   string
 	chk   string
 	token string
+	// etcd and job: the etcd endpoints (comma-separated) and the job's
+	// ID there, for a highly available job ("": none).
+	etcd     string
+	job      string
+	election time.Duration
 }
 
 func (p params) args() []string {
-	return []string{"-lines", strconv.FormatInt(p.lines, 10), "-p", strconv.Itoa(p.par),
+	a := []string{"-lines", strconv.FormatInt(p.lines, 10), "-p", strconv.Itoa(p.par),
 		"-rate", strconv.Itoa(p.rate), "-out", p.out, "-chk", p.chk, "-token", p.token}
+	if p.etcd != "" {
+		a = append(a, "-etcd", p.etcd, "-job-id", p.job, "-election-timeout", p.election.String())
+	}
+	return a
+}
+
+// haConfig is the job's high availability, or nil.
+func (p params) haConfig(id, advertise string) *weir.HAConfig {
+	if p.etcd == "" {
+		return nil
+	}
+	return &weir.HAConfig{Endpoints: strings.Split(p.etcd, ","), JobID: p.job, ID: id, Advertise: advertise, ElectionTimeout: p.election}
+}
+
+// options are the flags of one process beyond the job's parameters.
+type options struct {
+	role, id, coordinator       string
+	kill                        bool
+	ha                          bool
+	killCoordinator, top        int
+	listen, advertise           string
+	dataListen, dataAdvertise   string
+	workers                     int
+	dashboard, prometheus, logs string
+}
+
+// flags defines the example's flags on fs (the Kubernetes manifests'
+// test checks theirs against it).
+func flags(fs *flag.FlagSet, p *params, o *options) {
+	fs.Int64Var(&p.lines, "lines", 200_000, "lines of text to count")
+	fs.IntVar(&p.par, "p", 2, "parallelism")
+	fs.IntVar(&p.rate, "rate", 0, "source rate limit in lines/s (0: unlimited; -kill and -kill-coordinator set one)")
+	fs.StringVar(&p.out, "out", "", "output directory (default: a temporary one)")
+	fs.StringVar(&p.chk, "chk", "", "checkpoint directory shared by all processes (default: a temporary one)")
+	fs.StringVar(&p.token, "token", envOr("WEIR_TOKEN", ""), "shared secret of the control and data planes (default: $WEIR_TOKEN, else random)")
+	fs.StringVar(&p.etcd, "etcd", envOr("WEIR_ETCD", ""), "etcd endpoints, comma-separated: the job is highly available (default: $WEIR_ETCD)")
+	fs.StringVar(&p.job, "job-id", "wordcount", "the job's ID in etcd")
+	fs.DurationVar(&p.election, "election-timeout", 2*time.Second, "the leader's etcd lease (whole seconds)")
+	fs.StringVar(&o.role, "role", "", "run one process of a deployment: coordinator or worker (default: the whole job on this machine)")
+	fs.StringVar(&o.id, "id", envOr("POD_NAME", ""), "this process's ID (default: $POD_NAME, else one of its own)")
+	fs.StringVar(&o.id, "worker", "", "run as the worker with this ID (the coordinator starts them)")
+	fs.StringVar(&o.coordinator, "coordinator", "", "the coordinator's address (workers without -etcd)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "the coordinator's control listen address (-role coordinator)")
+	fs.StringVar(&o.advertise, "advertise", "", "the coordinator's control address as workers dial it (default: the listener's)")
+	fs.StringVar(&o.dataListen, "data-listen", "127.0.0.1:0", "a worker's data-plane listen address")
+	fs.StringVar(&o.dataAdvertise, "data-advertise", "", "a worker's data-plane address as other workers dial it (default: the listener's)")
+	fs.IntVar(&o.workers, "workers", 2, "workers a coordinator waits for before it deploys")
+	fs.StringVar(&o.dashboard, "dashboard", "", "the coordinator's dashboard listen address (\"\": none)")
+	fs.StringVar(&o.prometheus, "prometheus", "", "the coordinator's Prometheus /metrics listen address (\"\": none)")
+	fs.StringVar(&o.logs, "log-level", "warn", "log level: debug, info, warn or error")
+	fs.BoolVar(&o.kill, "kill", false, "kill a worker with SIGKILL once a checkpoint completed, then start a new one")
+	fs.BoolVar(&o.ha, "ha", false, "run the job highly available: an etcd server in this process, two coordinator processes, two workers")
+	fs.IntVar(&o.killCoordinator, "kill-coordinator", 0, "with -ha: SIGKILL the leading coordinator this many times during the job")
+	fs.IntVar(&o.top, "top", 10, "how many words to print")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 func main() {
 	var p params
-	flag.Int64Var(&p.lines, "lines", 200_000, "lines of text to count")
-	flag.IntVar(&p.par, "p", 2, "parallelism")
-	flag.IntVar(&p.rate, "rate", 0, "source rate limit in lines/s (0: unlimited; -kill sets one)")
-	flag.StringVar(&p.out, "out", "", "output directory (default: a temporary one)")
-	flag.StringVar(&p.chk, "chk", "", "checkpoint directory shared by all processes (default: a temporary one)")
-	flag.StringVar(&p.token, "token", "", "shared secret of the control and data planes (default: random)")
-	worker := flag.String("worker", "", "run as the worker with this ID (the coordinator starts them)")
-	coord := flag.String("coordinator", "", "the coordinator's address (workers)")
-	kill := flag.Bool("kill", false, "kill a worker with SIGKILL once a checkpoint completed, then start a new one")
-	top := flag.Int("top", 10, "how many words to print")
+	var o options
+	flags(flag.CommandLine, &p, &o)
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if *worker != "" {
-		err = runWorker(ctx, p, *worker, *coord)
-	} else {
-		err = runCoordinator(ctx, p, *kill, *top)
+	switch {
+	case o.role == "worker" || o.role == "" && o.id != "" && !o.ha:
+		err = runWorker(ctx, p, o)
+	case o.role == "coordinator":
+		err = runCoordinatorProcess(ctx, p, o)
+	case o.role != "":
+		err = fmt.Errorf("-role %q: want coordinator or worker", o.role)
+	case o.ha:
+		err = runHA(ctx, p, o.killCoordinator, o.top)
+	default:
+		err = runCoordinator(ctx, p, o.kill, o.top)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
@@ -156,9 +234,63 @@ func pace(rate int) func(string) string {
 	}
 }
 
-func runWorker(ctx context.Context, p params, id, coord string) error {
-	env := build(p)
-	return env.RunWorker(ctx, weir.WorkerConfig{Coordinator: coord, ID: id, Token: p.token})
+func runWorker(ctx context.Context, p params, o options) error {
+	log, err := logger(o.logs)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	env := build(p, weir.WithLogger(log.Named(o.id)))
+	return env.RunWorker(ctx, weir.WorkerConfig{Coordinator: o.coordinator, ID: o.id, Token: p.token,
+		DataListen: o.dataListen, DataAdvertise: o.dataAdvertise, HA: p.haConfig("", "")})
+}
+
+func logger(level string) (*zap.Logger, error) {
+	lc := zap.NewProductionConfig()
+	l, err := zap.ParseAtomicLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	lc.Level = l
+	lc.Encoding, lc.EncoderConfig = "console", zap.NewDevelopmentEncoderConfig()
+	return lc.Build()
+}
+
+// runCoordinatorProcess runs one coordinator of a deployment. With
+// -etcd it stands for election, leads the job once elected, and stands
+// again when its term ends before the job (weir.ErrLeadershipLost).
+func runCoordinatorProcess(ctx context.Context, p params, o options) error {
+	if p.chk == "" || p.out == "" {
+		return errors.New("-role coordinator needs -chk and -out (directories every process shares)")
+	}
+	if p.token == "" {
+		return errors.New("-role coordinator needs -token (or $WEIR_TOKEN)")
+	}
+	log, err := logger(o.logs)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	for {
+		opts := []weir.Option{weir.WithLogger(log.Named(o.id)), weir.WithCluster(weir.ClusterConfig{
+			Listen: o.listen, Workers: o.workers, Token: p.token, WorkerTimeout: 30 * time.Second,
+			HA: p.haConfig(o.id, o.advertise)})}
+		if o.dashboard != "" {
+			opts = append(opts, weir.WithDashboard(o.dashboard))
+		}
+		if o.prometheus != "" {
+			opts = append(opts, weir.WithPrometheus(o.prometheus))
+		}
+		res, err := build(p, opts...).Execute(ctx)
+		if p.etcd != "" && errors.Is(err, weir.ErrLeadershipLost) && ctx.Err() == nil {
+			log.Warn("no longer the leader; standing for election again", zap.Error(err))
+			continue
+		}
+		if err == nil && res.Checkpoints != nil {
+			fmt.Printf("%s: job finished: %d restarts, %d checkpoints\n", o.id, res.Restarts, res.Checkpoints.Completed)
+		}
+		return err
+	}
 }
 
 func runCoordinator(ctx context.Context, p params, kill bool, top int) error {
@@ -187,10 +319,7 @@ func runCoordinator(ctx context.Context, p params, kill bool, top int) error {
 	if err != nil {
 		return err
 	}
-	lc := zap.NewProductionConfig()
-	lc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
-	lc.Encoding, lc.EncoderConfig = "console", zap.NewDevelopmentEncoderConfig()
-	log, err := lc.Build()
+	log, err := logger("warn")
 	if err != nil {
 		return err
 	}
@@ -326,7 +455,12 @@ type workers struct {
 }
 
 func (ws *workers) start(id string) error {
-	cmd := exec.Command(ws.self, append([]string{"-worker", id}, ws.args...)...)
+	return ws.startAs(id, "-worker", id)
+}
+
+// startAs starts process id with role arguments before the job's.
+func (ws *workers) startAs(id string, role ...string) error {
+	cmd := exec.Command(ws.self, append(role, ws.args...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", id, err)

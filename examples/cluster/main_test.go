@@ -5,17 +5,25 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // The test binary doubles as the worker program: the coordinator starts
 // os.Executable() with worker flags, and the environment variable set by
 // the test makes those children run main.
 func TestMain(m *testing.M) {
-	if os.Getenv("WEIR_CLUSTER_EXAMPLE_WORKER") == "1" {
+	if os.Getenv("WEIR_CLUSTER_EXAMPLE_WORKER") == "1" || isChild(os.Args[1:]) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
+}
+
+// isChild: the arguments are those of a process the example starts (a
+// worker, or with -ha a coordinator or worker).
+func isChild(args []string) bool {
+	return len(args) > 0 && (args[0] == "-worker" || args[0] == "-role")
 }
 
 // Three OS processes; one worker is killed with SIGKILL after a

@@ -34,6 +34,9 @@ type checkpointing struct {
 	alignment    barrier.Alignment
 	alignTimeout time.Duration
 	from         *deploy.RestorePoint // the job's starting point (CheckpointSpec.RestoreFrom), or nil
+	// guard, with high availability, makes the coordinator's storage
+	// writes conditional on its leadership (nil: none).
+	guard *leaderGuard
 
 	mu struct {
 		sync.Mutex
@@ -81,8 +84,12 @@ type locker interface {
 // newCheckpointing sets up the job's checkpoint storage and coordinator and
 // opens the restore point, if the job starts from one. cleanup releases
 // the storage's lock and removes what only this run needed (a private
-// checkpoint directory).
-func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ func(), err error) {
+// checkpoint directory). haJob, for a highly available job, is its ID in
+// etcd: the coordinator writes to its storage through a leaderGuard, and
+// without a job ID of its own the job's checkpoints go to the place of
+// that ID, which every coordinator of the job shares.
+func newCheckpointing(cc *CheckpointSpec, log *zap.Logger, haJob string) (_ *checkpointing, _ func(), err error) {
+	guarded := haJob != ""
 	var cleanups []func()
 	cleanup := func() {
 		for i := len(cleanups) - 1; i >= 0; i-- {
@@ -109,6 +116,9 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 			cleanups = append(cleanups, func() { os.RemoveAll(tmp) })
 		}
 		jobID := cc.JobID
+		if jobID == "" {
+			jobID = haJob
+		}
 		if jobID == "" && cc.RestoreFrom != "" && cc.Dir != "" {
 			jobID = restoredJobID(cc.RestoreFrom, cc.Dir)
 		}
@@ -120,7 +130,10 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 		}
 		log.Info("checkpoint storage", zap.String("dir", dir), zap.String("job", jobID))
 	}
-	if l, ok := storage.(locker); ok {
+	// A highly available job's coordinators share its place by design:
+	// only the leader writes to it, fenced by etcd (leaderGuard), and a
+	// standby holding a lock would keep the next leader out.
+	if l, ok := storage.(locker); ok && !guarded {
 		lock, err := l.Lock()
 		if err != nil {
 			return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
@@ -163,7 +176,15 @@ func newCheckpointing(cc *CheckpointSpec, log *zap.Logger) (_ *checkpointing, _ 
 			opts = append(opts, coordinator.WithFirstCheckpointID(ids[0]+1))
 		}
 	}
-	if ck.coord, err = coordinator.New(cc.Coordinator, storage, opts...); err != nil {
+	var cstore coordinator.Storage = storage
+	cfg := cc.Coordinator
+	if guarded {
+		// A canceled coordinator leaves the job to the next leader.
+		cfg.RetainOnCancel = true
+		ck.guard = &leaderGuard{}
+		cstore = guardedStorage{Storage: storage, g: ck.guard, log: log}
+	}
+	if ck.coord, err = coordinator.New(cfg, cstore, opts...); err != nil {
 		return nil, nil, fmt.Errorf("weir: %w", err)
 	}
 	if ck.from != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
@@ -35,8 +36,16 @@ type clusterJob struct {
 	dir  string // checkpoint root the workers write to
 	// ckptJob is the job ID of the checkpoint place in dir ("": dir itself)
 	ckptJob string
+	place   string // the job's checkpoint directory in dir (for messages)
 	log     *zap.Logger
 	mode    barrier.Mode
+	// ha, lead and guard: a highly available job's record, this
+	// coordinator's term as its leader and the guard of its checkpoint
+	// writes (nil: no high availability).
+	ha    *ha.Client
+	lead  *ha.Leadership
+	guard *leaderGuard
+	epoch cluster.Epoch // lead's epoch
 
 	mu struct {
 		sync.Mutex
@@ -44,8 +53,9 @@ type clusterJob struct {
 	}
 }
 
-// runCluster runs the job as the coordinator of workers.
-func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result) error {
+// runCluster runs the job as the coordinator of workers; with high
+// availability (hc), once elected its leader.
+func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result, hc *ha.Client) (err error) {
 	if ck == nil {
 		return errors.New("weir: a job across processes needs checkpointing")
 	}
@@ -59,19 +69,52 @@ func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobS
 	if fs.JobID() != "" {
 		root = filepath.Dir(fs.Dir())
 	}
-	j := &clusterJob{spec: spec, cfg: cfg, ck: ck, job: uuid.New(), dir: root, ckptJob: fs.JobID(), log: spec.Logger, mode: ck.mode}
-	srv, err := cluster.NewServer(cluster.ServerConfig{TLS: cfg.TLS, Token: cfg.Token, Fingerprint: fingerprint(spec.Graph, ck.mode),
-		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: spec.Logger}, j)
-	if err != nil {
-		return fmt.Errorf("weir: cluster: %w", err)
-	}
-	j.srv = srv
+	j := &clusterJob{spec: spec, cfg: cfg, ck: ck, job: uuid.New(), dir: root, ckptJob: fs.JobID(), place: fs.Dir(), log: spec.Logger, mode: ck.mode,
+		ha: hc, guard: ck.guard}
 	ln := cfg.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			return fmt.Errorf("weir: cluster: %w", err)
 		}
 	}
+	if hc != nil {
+		addr := cfg.HA.Advertise
+		if addr == "" {
+			addr = ln.Addr().String()
+		}
+		j.log.Info("campaigning for leadership", zap.String("job", hc.JobID()), zap.String("addr", addr))
+		if j.lead, err = hc.Campaign(ctx, coordinatorID(cfg.HA), addr); err != nil {
+			ln.Close()
+			return fmt.Errorf("weir: ha: %w", err)
+		}
+		defer j.lead.Resign()
+		j.epoch = cluster.Epoch(j.lead.Epoch())
+		if ended, err := j.takeOver(ctx, j.lead); ended || err != nil {
+			ln.Close()
+			return err
+		}
+		parent := ctx
+		lctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-j.lead.Lost():
+				cancel(j.lead.Err())
+			case <-lctx.Done():
+			}
+		}()
+		ctx = lctx
+		// Recorded before the server closes, which sends the workers
+		// Shutdown: they then find the job ended in etcd.
+		defer func() { err = j.endTerm(parent, j.lead, err) }()
+	}
+	srv, err := cluster.NewServer(cluster.ServerConfig{TLS: cfg.TLS, Token: cfg.Token, Fingerprint: fingerprint(spec.Graph, ck.mode),
+		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: spec.Logger}, j)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("weir: cluster: %w", err)
+	}
+	j.srv = srv
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
 	defer func() {
@@ -168,7 +211,7 @@ func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.Re
 		owner: make(map[state.TaskKey]string, len(all)), notify: make(chan struct{}, 1), outbox: newSerialQueue()}
 	a.mu.ended, a.mu.stats, a.mu.live = map[state.TaskKey]error{}, map[state.TaskKey]task.Metrics{}, map[state.TaskKey]task.LiveMetrics{}
 	a.mu.lost, a.mu.commits = map[string]error{}, map[string]string{}
-	d := &cluster.Deploy{Attempt: a.n, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, CheckpointJobID: j.ckptJob, Mode: j.mode,
+	d := &cluster.Deploy{Attempt: a.n, Epoch: j.epoch, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, CheckpointJobID: j.ckptJob, Mode: j.mode,
 		Alignment: j.ck.alignment, AlignmentTimeoutMillis: j.ck.alignTimeout.Milliseconds()}
 	for _, k := range all {
 		// Subtask i of every vertex goes to the same worker: forward
@@ -357,7 +400,7 @@ func (a *clusterAttempt) cancel(cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.j.cfg.CancelTimeout)
 	defer cancel()
 	for _, id := range a.workers {
-		if err := a.send(ctx, id, cluster.CoordinatorMessage{CancelAttempt: &cluster.CancelAttempt{Attempt: a.n}}); err != nil {
+		if err := a.send(ctx, id, cluster.CoordinatorMessage{CancelAttempt: &cluster.CancelAttempt{Attempt: a.n, Epoch: a.j.epoch}}); err != nil {
 			a.workerLost(id, err)
 		}
 	}
@@ -388,7 +431,13 @@ func (a *clusterAttempt) resolveFinal(commit bool, completed barrier.CheckpointI
 	defer a.outbox.close() // the attempt is over
 	ctx, cancel := context.WithTimeout(context.Background(), a.j.cfg.CancelTimeout)
 	defer cancel()
-	m := cluster.CoordinatorMessage{Commit: &cluster.Commit{Attempt: a.n, Commit: commit, Completed: completed}}
+	if commit && a.j.lead != nil {
+		// Finished sinks commit only while this coordinator leads.
+		if err := a.j.lead.Check(ctx); err != nil {
+			return fmt.Errorf("weir: %w", err)
+		}
+	}
+	m := cluster.CoordinatorMessage{Commit: &cluster.Commit{Attempt: a.n, Epoch: a.j.epoch, Commit: commit, Completed: completed}}
 	for _, id := range a.workers {
 		if err := a.send(ctx, id, m); err != nil {
 			a.workerLost(id, err)
@@ -445,22 +494,30 @@ func (a *clusterAttempt) metrics() []task.Metrics {
 // means the worker is lost, which fails the attempt; checkpoints pending
 // at a lost worker's tasks are aborted with it.
 func (a *clusterAttempt) TriggerCheckpoint(k state.TaskKey, b barrier.Barrier) error {
-	a.post(k, cluster.CoordinatorMessage{TriggerCheckpoint: &cluster.TriggerCheckpoint{Attempt: a.n, Task: k, Barrier: b}})
+	a.post(k, cluster.CoordinatorMessage{TriggerCheckpoint: &cluster.TriggerCheckpoint{Attempt: a.n, Epoch: a.j.epoch, Task: k, Barrier: b}}, b.ID)
 	return nil
 }
 
 func (a *clusterAttempt) NotifyCheckpointComplete(k state.TaskKey, id barrier.CheckpointID) {
-	a.post(k, cluster.CoordinatorMessage{NotifyCheckpoint: &cluster.NotifyCheckpoint{Attempt: a.n, Task: k, ID: id}})
+	a.post(k, cluster.CoordinatorMessage{NotifyCheckpoint: &cluster.NotifyCheckpoint{Attempt: a.n, Epoch: a.j.epoch, Task: k, ID: id}}, 0)
 }
 
 func (a *clusterAttempt) NotifyCheckpointAborted(k state.TaskKey, id barrier.CheckpointID) {
-	a.post(k, cluster.CoordinatorMessage{NotifyCheckpoint: &cluster.NotifyCheckpoint{Attempt: a.n, Task: k, ID: id, Aborted: true}})
+	a.post(k, cluster.CoordinatorMessage{NotifyCheckpoint: &cluster.NotifyCheckpoint{Attempt: a.n, Epoch: a.j.epoch, Task: k, ID: id, Aborted: true}}, 0)
 }
 
-// post sends m to the worker running task k from the outbox.
-func (a *clusterAttempt) post(k state.TaskKey, m cluster.CoordinatorMessage) {
+// post sends m to the worker running task k from the outbox. With high
+// availability, a trigger of checkpoint reserve goes out only once etcd's
+// counter has that ID, so that no later leader reuses it.
+func (a *clusterAttempt) post(k state.TaskKey, m cluster.CoordinatorMessage, reserve barrier.CheckpointID) {
 	worker := a.owner[k]
 	a.outbox.put(func() {
+		if reserve != 0 && a.j.lead != nil {
+			if err := a.j.lead.Reserve(context.Background(), reserve); err != nil {
+				a.j.log.Warn("checkpoint not triggered", zap.Uint64("checkpoint", uint64(reserve)), zap.Error(err))
+				return // the term is over: the job stops here
+			}
+		}
 		if err := a.send(context.Background(), worker, m); err != nil {
 			a.j.log.Warn("checkpoint message not sent", zap.String("worker", worker), zap.Error(err))
 			a.workerLost(worker, err)

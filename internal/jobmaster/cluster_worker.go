@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,6 +17,7 @@ import (
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/cluster"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
@@ -57,6 +59,7 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) (err error) {
 	w := &worker{spec: &spec, pool: pool, dp: dp, id: wc.ID, log: spec.Logger.With(zap.String("worker", wc.ID)),
 		commands: newSerialQueue()}
 	w.reportCtx, w.stopReports = context.WithCancel(context.Background())
+	w.reports.Go(w.reportMetrics)
 	defer func() {
 		w.stopReports()
 		w.reports.Wait()
@@ -83,17 +86,126 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) (err error) {
 		case <-ctx.Done():
 		}
 	})
-	err = cluster.RunWorker(ctx, cluster.WorkerConfig{Coordinator: wc.Coordinator, TLS: wc.TLS, Token: wc.Token,
-		Register: cluster.Register{WorkerID: wc.ID, DataAddr: dp.Addr(),
+	dataAddr := wc.DataAdvertise
+	if dataAddr == "" {
+		dataAddr = dp.Addr()
+	}
+	cfg := cluster.WorkerConfig{Coordinator: wc.Coordinator, TLS: wc.TLS, Token: wc.Token,
+		Register: cluster.Register{WorkerID: wc.ID, DataAddr: dataAddr,
 			Fingerprint: fingerprint(spec.Graph, checkpointMode(&spec))},
-		HeartbeatInterval: wc.HeartbeatInterval, HeartbeatTimeout: wc.HeartbeatTimeout, Logger: spec.Logger}, w)
-	if errors.Is(err, cluster.ErrRejected) && status.Code(err) == codes.FailedPrecondition {
-		return fmt.Errorf("%w: %w", ErrOtherJob, err)
+		HeartbeatInterval: wc.HeartbeatInterval, HeartbeatTimeout: wc.HeartbeatTimeout, Logger: spec.Logger}
+	if wc.HA != nil {
+		err = w.followLeaders(ctx, cfg, *wc.HA)
+	} else {
+		err = otherJob(cluster.RunWorker(ctx, cfg, w))
 	}
 	if derr := dp.Err(); derr != nil {
 		return derr
 	}
 	return err
+}
+
+func otherJob(err error) error {
+	if errors.Is(err, cluster.ErrRejected) && status.Code(err) == codes.FailedPrecondition {
+		return fmt.Errorf("%w: %w", ErrOtherJob, err)
+	}
+	return err
+}
+
+// ErrStaleEpoch ends a worker's session with a coordinator that sent a
+// command of an older leader epoch than the one the worker serves: a
+// deposed leader.
+var ErrStaleEpoch = errors.New("weir: worker: command of a deposed leader")
+
+// followLeaders serves the job's leaders one after the other, finding
+// each through etcd, until the job ended (recorded in etcd) or ctx ends.
+// Between two leaders the worker keeps nothing of the job: a new leader
+// deploys every task again from its restore point.
+func (w *worker) followLeaders(ctx context.Context, base cluster.WorkerConfig, cfg ha.Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = w.log.Named("ha")
+	}
+	hc, err := ha.Dial(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("weir: worker: %w", err)
+	}
+	defer hc.Close()
+	for {
+		if ended, err := w.jobEnded(ctx, hc); ended {
+			return err
+		}
+		l, err := hc.WaitLeader(ctx)
+		if err != nil {
+			return err
+		}
+		w.log.Info("following leader", zap.String("leader", l.ID), zap.String("addr", l.Addr), zap.Uint64("epoch", l.Epoch))
+		sctx, cancel := context.WithCancel(ctx)
+		changed := hc.WatchLeader(sctx, l.Epoch)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			<-changed // the leader changed, or sctx ended
+			cancel()
+		}()
+		c := base
+		c.Coordinator = l.Addr
+		err = cluster.RunWorker(sctx, c, w)
+		cancel()
+		<-watched
+		w.endSession()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, cluster.ErrRejected) && !errors.Is(err, context.Canceled):
+			return otherJob(err)
+		}
+		w.log.Info("session with the leader ended", zap.Uint64("epoch", l.Epoch), zap.Error(err))
+	}
+}
+
+// jobEnded reads the job's end from etcd, retrying while etcd is
+// unreachable.
+func (w *worker) jobEnded(ctx context.Context, hc *ha.Client) (bool, error) {
+	for {
+		rec, err := hc.Read(ctx)
+		switch {
+		case err == nil && rec.Status == nil:
+			return false, nil
+		case err == nil && rec.Status.Finished:
+			return true, nil
+		case err == nil:
+			return true, fmt.Errorf("weir: worker: job %s failed: %s", hc.JobID(), rec.Status.Error)
+		case ctx.Err() != nil:
+			return true, ctx.Err()
+		}
+		w.log.Warn("reading the job's record", zap.Error(err))
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return true, ctx.Err()
+		}
+	}
+}
+
+// endSession stops what the session with a coordinator started, after
+// the commands it queued (which a Deploy still running may need).
+func (w *worker) endSession() {
+	if a := w.current(); a != nil {
+		a.cancel(errors.New("weir: the coordinator's session ended"))
+	}
+	done := make(chan struct{})
+	if !w.commands.put(func() {
+		defer close(done)
+		w.stopAttempt()
+		w.mu.Lock()
+		w.mu.cur = nil
+		w.mu.Unlock()
+	}) {
+		return
+	}
+	<-done
 }
 
 func checkpointMode(spec *Spec) barrier.Mode {
@@ -110,7 +222,7 @@ type worker struct {
 	dp   *deploy.DataPlane
 	id   string
 	log  *zap.Logger
-	sess *cluster.Session
+	sess atomic.Pointer[cluster.Session] // of the current coordinator
 	// commands carries out the coordinator's commands in order, off the
 	// session's receive loop (which must not block: heartbeats).
 	commands *serialQueue
@@ -124,8 +236,11 @@ type worker struct {
 		sync.Mutex
 		cur *workerAttempt
 		// canceledBelow is one past the newest attempt the coordinator
-		// canceled (attempts count from 0).
+		// canceled (attempts count from 0, in each epoch).
 		canceledBelow cluster.Attempt
+		// epoch is the newest leader epoch that deployed here (0: none,
+		// or no high availability).
+		epoch cluster.Epoch
 	}
 }
 
@@ -139,13 +254,23 @@ type workerAttempt struct {
 }
 
 // Connected implements cluster.WorkerHandler.
-func (w *worker) Connected(s *cluster.Session) {
-	w.sess = s
-	w.reports.Go(w.reportMetrics)
-}
+func (w *worker) Connected(s *cluster.Session) { w.sess.Store(s) }
 
-// Command implements cluster.WorkerHandler: it queues m and returns.
+// Command implements cluster.WorkerHandler: it queues m and returns. A
+// command of an older epoch than the worker serves ends the session
+// (ErrStaleEpoch).
 func (w *worker) Command(ctx context.Context, m cluster.CoordinatorMessage) error {
+	e, fenced := m.EpochOf()
+	w.mu.Lock()
+	served := w.mu.epoch
+	if m.Deploy != nil && e > served {
+		w.mu.epoch, w.mu.canceledBelow = e, 0 // attempts count anew
+	}
+	w.mu.Unlock()
+	if fenced && e < served {
+		w.log.Warn("refusing a command of a deposed leader", zap.Uint64("epoch", uint64(e)), zap.Uint64("serving", uint64(served)))
+		return fmt.Errorf("%w: epoch %d, serving %d", ErrStaleEpoch, e, served)
+	}
 	if c := m.CancelAttempt; c != nil {
 		// At once, not behind a deployment or a commit waiting for the
 		// attempt's tasks; a deployment of it still queued is skipped.
@@ -162,6 +287,9 @@ func (w *worker) Command(ctx context.Context, m cluster.CoordinatorMessage) erro
 }
 
 func (w *worker) command(ctx context.Context, m cluster.CoordinatorMessage) {
+	if ctx.Err() != nil {
+		return // its session ended: the coordinator is gone
+	}
 	switch {
 	case m.Deploy != nil:
 		w.deploy(ctx, m.Deploy)
@@ -200,7 +328,13 @@ func (w *worker) command(ctx context.Context, m cluster.CoordinatorMessage) {
 }
 
 func (w *worker) send(ctx context.Context, m cluster.WorkerMessage) {
-	if err := w.sess.Send(ctx, m); err != nil {
+	s := w.sess.Load()
+	if s == nil {
+		return
+	}
+	if err := s.Send(ctx, m); errors.Is(err, cluster.ErrSessionClosed) {
+		w.log.Debug("message to the coordinator not sent", zap.Error(err))
+	} else if err != nil {
 		w.log.Warn("message to the coordinator not sent", zap.Error(err))
 	}
 }
@@ -387,8 +521,12 @@ func (w *worker) reportMetrics() {
 		for i, t := range a.tasks {
 			r.Tasks[i] = cluster.LiveTaskMetricsFrom(t.LiveMetrics())
 		}
+		s := w.sess.Load()
+		if s == nil {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(w.reportCtx, sendTimeout)
-		if err := w.sess.Send(ctx, cluster.WorkerMessage{Metrics: r}); err != nil {
+		if err := s.Send(ctx, cluster.WorkerMessage{Metrics: r}); err != nil {
 			w.log.Debug("metrics report not sent", zap.Error(err))
 		}
 		cancel()

@@ -81,7 +81,7 @@ func newLoop(t *testing.T, restart coordinator.RestartStrategy, restoreFrom stri
 	t.Helper()
 	log := zaptest.NewLogger(t)
 	ck, cleanup, err := newCheckpointing(&CheckpointSpec{Coordinator: coordinator.Config{Interval: time.Hour},
-		Dir: t.TempDir(), RestoreFrom: restoreFrom}, log)
+		Dir: t.TempDir(), RestoreFrom: restoreFrom}, log, "")
 	require.NoError(t, err)
 	l := &loop{cleanup: cleanup}
 	start := func(_ context.Context, n int, restore *deploy.RestorePoint) (attempt, error) {

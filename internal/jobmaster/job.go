@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/dashboard"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/network"
 )
@@ -41,11 +42,29 @@ func Start(ctx context.Context, spec Spec) (*Job, error) {
 	spec.Deploy.Logger = spec.Logger
 	j := &Job{done: make(chan struct{})}
 	cleanup := func() {}
-	if spec.Checkpoint != nil {
+	var hc *ha.Client
+	if spec.Cluster != nil && spec.Cluster.HA != nil {
+		// An etcd that does not answer is an error of Start (Execute), not
+		// a campaign that waits for it.
+		cfg := spec.Cluster.HA.Config
+		if cfg.Logger == nil {
+			cfg.Logger = spec.Logger.Named("ha")
+		}
 		var err error
-		if j.ck, cleanup, err = newCheckpointing(spec.Checkpoint, spec.Logger); err != nil {
+		if hc, err = ha.Dial(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("weir: %w", err)
+		}
+		cleanup = func() { hc.Close() }
+	}
+	if spec.Checkpoint != nil {
+		ckCleanup := func() {}
+		var err error
+		if j.ck, ckCleanup, err = newCheckpointing(spec.Checkpoint, spec.Logger, haJobID(hc)); err != nil {
+			cleanup()
 			return nil, err
 		}
+		haCleanup := cleanup
+		cleanup = func() { ckCleanup(); haCleanup() }
 	}
 	start := time.Now()
 	j.status = newJobStatus(j.ck)
@@ -70,7 +89,7 @@ func Start(ctx context.Context, spec Spec) (*Job, error) {
 		defer cleanup()
 		defer cancel(nil)
 		j.res = &Result{}
-		j.err = run(ctx, &spec, j.ck, j.status, j.res)
+		j.err = run(ctx, &spec, j.ck, j.status, j.res, hc)
 		j.res.Duration = time.Since(start)
 		if j.err != nil && errors.Is(context.Cause(ctx), errStopped) {
 			j.err = nil // stopped as asked
@@ -82,6 +101,13 @@ func Start(ctx context.Context, spec Spec) (*Job, error) {
 		mwg.Wait()
 	}()
 	return j, nil
+}
+
+func haJobID(hc *ha.Client) string {
+	if hc == nil {
+		return ""
+	}
+	return hc.JobID()
 }
 
 // Coordinator is the job's checkpoint coordinator (nil without
@@ -107,10 +133,10 @@ func (j *Job) Wait() (*Result, error) {
 }
 
 // run runs the job in this process, or as the coordinator of a cluster.
-func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result) (err error) {
+func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result, hc *ha.Client) (err error) {
 	if spec.Cluster != nil {
 		// Tasks and their network memory live on the workers.
-		return runCluster(ctx, spec, ck, status, res)
+		return runCluster(ctx, spec, ck, status, res, hc)
 	}
 	pool, err := deploy.NewNetworkPool(spec.Network)
 	if err != nil {

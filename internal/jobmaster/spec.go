@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
@@ -68,13 +69,33 @@ type ClusterSpec struct {
 	TLS               *tls.Config
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
+	// HA makes the coordinators of the job fail over (nil: one coordinator).
+	HA *HASpec
+}
+
+// HAConfig says where a highly available job's record lives in etcd.
+type HAConfig = ha.Config
+
+// ValidateHA reports what is wrong with c.
+func ValidateHA(c HAConfig) error { return c.Validate() }
+
+// HASpec configures a coordinator of a highly available job.
+type HASpec struct {
+	Config ha.Config
+	// ID names this coordinator in the election; Advertise is the control
+	// address workers dial (default: the listener's).
+	ID, Advertise string
 }
 
 // WorkerSpec configures a worker process.
 type WorkerSpec struct {
+	// HA, if set, finds the coordinator through etcd (Coordinator is then
+	// unused) and follows it when another takes over.
+	HA                *ha.Config
 	Coordinator       string
 	ID                string
 	DataListen        string
+	DataAdvertise     string // default: the data listener's address
 	Token             string
 	TLS               *tls.Config
 	DataTLS           *tls.Config

@@ -1,0 +1,57 @@
+package jobmaster
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/internal/ha"
+	"github.com/weirstream/weir/state"
+)
+
+// A pointer whose checkpoint lost its metadata: the error names the
+// checkpoint, the etcd key and the storage. A job without two-phase-commit
+// sinks falls back to the checkpoint before and logs which it skipped and
+// why; a job with them does not (they may have committed the newer one).
+func TestOpenPointerFallsBackOnlyWithoutTwoPhaseSinks(t *testing.T) {
+	dir := t.TempDir()
+	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: dir})
+	require.NoError(t, err)
+	for _, id := range []barrier.CheckpointID{4, 5} {
+		require.NoError(t, fs.WriteMetadata(state.Metadata{ID: id, Timestamp: 1, Kind: barrier.Checkpoint,
+			Tasks: map[state.TaskKey]state.TaskSnapshot{{Vertex: "src"}: {}}}))
+	}
+	require.NoError(t, os.Remove(filepath.Join(dir, "chk-5", state.MetadataFile)))
+	p := &ha.Pointer{ID: 5, Epoch: 9, Prev: 4}
+	const key = "/weir/jobs/j/checkpoint"
+
+	core, logs := observer.New(zap.WarnLevel)
+	j := &clusterJob{spec: &Spec{}, ck: &checkpointing{storage: fs}, place: dir, log: zap.New(core)}
+	m, err := j.openPointer(p, key)
+	require.NoError(t, err)
+	require.Equal(t, barrier.CheckpointID(4), m.ID)
+	require.Equal(t, 1, logs.Len())
+	e := logs.All()[0]
+	require.Contains(t, e.Message, "skipping the latest checkpoint")
+	require.Equal(t, uint64(5), e.ContextMap()["skipped"])
+	require.Equal(t, uint64(4), e.ContextMap()["restoring"])
+
+	j.spec.Final = &FinalCommits{}
+	_, err = j.openPointer(p, key)
+	require.ErrorIs(t, err, state.ErrNotFound)
+	require.ErrorContains(t, err, "checkpoint 5, which etcd's "+key+" points to, in "+dir)
+	require.ErrorContains(t, err, "not falling back")
+
+	// Neither the pointer's checkpoint nor the one before verifies.
+	j.spec.Final = nil
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "chk-4", state.MetadataFile), []byte("garbage"), 0o600))
+	_, err = j.openPointer(p, key)
+	require.ErrorContains(t, err, "the checkpoint before it, 4, does not verify either")
+	var ce *state.CorruptError
+	require.ErrorAs(t, err, &ce)
+}
