@@ -279,14 +279,18 @@ func (o *keyedCoProcessOp[K, A, B, Out]) Open(ctx *task.OperatorContext) (err er
 
 func (o *keyedCoProcessOp[K, A, B, Out]) process1(v A, ts int64, g int) error {
 	o.enter()
-	o.k1.setKey(v, g)
+	if err := o.k1.setKey(v, g); err != nil {
+		return err
+	}
 	o.out.ts, o.rc.ts = ts, ts
 	return done(&o.opBase, o.out, o.rc, o.fn.ProcessElement1(o.k1.key, v, o.out))
 }
 
 func (o *keyedCoProcessOp[K, A, B, Out]) process2(v B, ts int64, g int) error {
 	o.enter()
-	o.k2.setKey(v, g)
+	if err := o.k2.setKey(v, g); err != nil {
+		return err
+	}
 	o.out.ts, o.rc.ts = ts, ts
 	return done(&o.opBase, o.out, o.rc, o.fn.ProcessElement2(o.k2.key, v, o.out))
 }

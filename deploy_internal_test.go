@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,4 +190,67 @@ func TestPartitionIDsAreDeterministicPerAttempt(t *testing.T) {
 		}
 	}
 	require.NotEqual(t, a0.PartitionID(g1, e1, 0), (&deploy.Placement{Job: uuid.New()}).PartitionID(g1, e1, 0))
+}
+
+// breakableListener is a TCP listener whose Accept fails for good, with
+// errBroken, once broken: a listener that died (a closed or revoked
+// socket), not one of the temporary errors the server retries.
+type breakableListener struct {
+	net.Listener
+	broken atomic.Bool
+}
+
+var errBroken = errors.New("listener broke")
+
+func (l *breakableListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil && l.broken.Load() {
+		return nil, errBroken
+	}
+	return c, err
+}
+
+func (l *breakableListener) breakIt() {
+	l.broken.Store(true)
+	l.Listener.Close()
+}
+
+// A data plane whose listener fails for good fails the attempt running
+// in its process (consumers elsewhere could not reconnect to it), refuses
+// the next deployment, and Close returns the error: the job master fails
+// over or ends instead of running on, unreachable.
+func TestDataPlaneListenerFailureFailsTheAttempt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a guard against hangs, not a timing assertion
+	defer cancel()
+	e := NewEnvironment(WithParallelism(2))
+	ps := startProcesses(t, ctx, e, 2)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ln := &breakableListener{Listener: inner}
+	dp, err := deploy.ServeDataPlane(ctx, ln, network.ServerConfig{}, network.ClientConfig{}, zap.NewNop())
+	require.NoError(t, err)
+	ps[0].dp.Close()
+	ps[0].dp = dp
+
+	var n atomic.Int64
+	src := FromGenerator(e, -1, func(i int64) int64 { return i }) // unbounded: only a failure ends it
+	m := Map(src, func(v int64) int64 {
+		if n.Add(1) == 2000 {
+			ln.breakIt()
+		}
+		return v
+	})
+	Discard(m.Rebalance())
+	g, _ := jobGraph(t, e)
+	pls := placeAll(g, ps, uuid.New(), func(v, i int) int { return v }) // sources in 0, sinks in 1
+	errs := runSplit(t, ctx, e, ps, pls)
+	require.ErrorIs(t, errs[0], errBroken)
+	require.Error(t, errs[1], "the consumer hears of the producer's failure")
+	require.NoError(t, ctx.Err(), "ended by the failure, not the guard")
+
+	_, cfg := jobGraph(t, e)
+	_, err = deploy.Deploy(g, cfg, ps[0].pool, nil, nil, pls[0])
+	require.ErrorIs(t, err, errBroken, "no attempt deploys on a data plane that cannot accept")
+	require.ErrorIs(t, ps[0].dp.Close(), errBroken)
+	closeProcesses(t, ps)
 }

@@ -106,9 +106,7 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 	if c.harness != nil {
 		spec.Deploy.Harness = harnessAdapter{c.harness}
 	}
-	if c.stateBackend != nil {
-		spec.Deploy.NewKeyedBackend = c.stateBackend.factory(c.logger)
-	}
+	spec.Deploy.NewKeyedBackend = c.backend().factory(c.logger)
 	if ck := c.ckpt; ck != nil {
 		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir,
 			RestoreFrom: c.restoreFrom, AllowNonRestoredState: c.allowNonRestored, JobID: c.jobID}

@@ -65,7 +65,7 @@ type keyContext[T, K any] struct {
 	backend state.KeyedBackend
 	// set sets the backend's current key by value (heap.KeySetter), nil
 	// when keys go to the backend serialized.
-	set func(K, int)
+	set func(K, int) error
 	buf []byte
 	key K
 }
@@ -83,17 +83,18 @@ func (c *keyContext[T, K]) open(b state.KeyedBackend) error {
 
 // setKey sets the current key to v's. g is the key's key group, or -1
 // to compute it here (from a record of a keyed edge the producer did).
-func (c *keyContext[T, K]) setKey(v T, g int) {
+// A key group outside the backend's range (a key that hashes elsewhere
+// than the producer routed it) fails with a *state.KeyGroupError.
+func (c *keyContext[T, K]) setKey(v T, g int) error {
 	c.key = c.fn(v)
 	if g < 0 {
 		g = keygroup.ForHash(c.hash(c.key), c.maxPar)
 	}
 	if c.set != nil {
-		c.set(c.key, g)
-		return
+		return c.set(c.key, g)
 	}
 	c.buf = c.kc.Append(c.buf[:0], c.key)
-	c.backend.SetCurrentKey(c.buf, g)
+	return c.backend.SetCurrentKey(c.buf, g)
 }
 
 // Reduce folds every value of a key into the key's running result with fn
@@ -129,7 +130,9 @@ func (o *reduceOp[T, K]) collect(v T, ts int64) error { return o.collectInGroup(
 
 func (o *reduceOp[T, K]) collectInGroup(v T, ts int64, g int) error {
 	o.enter()
-	o.kc.setKey(v, g)
+	if err := o.kc.setKey(v, g); err != nil {
+		return err
+	}
 	r, err := o.st.AddAndGet(v)
 	if err != nil {
 		return err
@@ -413,7 +416,9 @@ func (o *processOp[K, In, Out]) collect(v In, ts int64) error { return o.collect
 
 func (o *processOp[K, In, Out]) collectInGroup(v In, ts int64, g int) (err error) {
 	o.enter()
-	o.kc.setKey(v, g)
+	if err := o.kc.setKey(v, g); err != nil {
+		return err
+	}
 	o.out.ts, o.rc.ts = ts, ts
 	return done(&o.opBase, o.out, o.rc, o.fn.ProcessElement(o.kc.key, v, o.out))
 }

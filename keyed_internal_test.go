@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/eventtime/window"
 	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/state/heap"
 	"github.com/weirstream/weir/task"
 )
@@ -33,14 +34,15 @@ func (p *groupProbe) collectInGroup(v, ts int64, g int) error {
 // key group the job cannot have.
 func TestKeyedHeadDecodesKeyGroup(t *testing.T) {
 	p := &groupProbe{}
-	stamped := &keyedHead[int64]{c: codec.Int64(), stamped: true, next: p, kn: p, maxPar: 300}
+	all := keygroup.Range{Start: 0, End: 299} // max parallelism 300, one subtask
+	stamped := newKeyedHead[int64](codec.Int64(), true, p, p, all)
 	rec := []byte{0x01, 0x2b} // key group 299
 	rec = append(rec, 0, 0, 0, 0, 0, 0, 0x03, 0xe8)
 	rec = codec.Int64().Append(rec, -7)
 	require.NoError(t, stamped.ProcessRecord(rec))
 	require.Equal(t, groupProbe{v: -7, ts: 1000, g: 299}, *p)
 
-	plain := &keyedHead[int64]{c: codec.Int64(), next: p, kn: p, maxPar: 300}
+	plain := newKeyedHead[int64](codec.Int64(), false, p, p, all)
 	require.NoError(t, plain.ProcessRecord(codec.Int64().Append([]byte{0, 5}, 42)))
 	require.Equal(t, groupProbe{v: 42, ts: eventtime.NoTimestamp, g: 5}, *p)
 
@@ -49,15 +51,52 @@ func TestKeyedHeadDecodesKeyGroup(t *testing.T) {
 		rec []byte
 		err string
 	}{
-		"empty":            {plain, nil, "no valid key group"},
-		"one byte":         {plain, []byte{0}, "no valid key group"},
-		"group too large":  {plain, codec.Int64().Append([]byte{0x01, 0x2c}, 1), "no valid key group before it (max parallelism 300)"},
+		"empty":            {plain, nil, "no key group before it"},
+		"one byte":         {plain, []byte{0}, "no key group before it"},
+		"group too large":  {plain, codec.Int64().Append([]byte{0x01, 0x2c}, 1), "key group 300 outside this subtask's key groups [0,299]"},
 		"no timestamp":     {stamped, []byte{0, 1, 0, 0}, "too short for its timestamp"},
 		"value truncated":  {stamped, []byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1}, "decoding record"},
 		"value truncated2": {plain, []byte{0, 1, 9}, "decoding record"},
 	} {
 		require.ErrorContains(t, c.h.ProcessRecord(c.rec), c.err, name)
 	}
+}
+
+// A record whose key group belongs to another subtask (a foreign group
+// from the wire: a producer's bug or corrupt input) fails the keyed
+// operator's task with a *state.KeyGroupError where the group enters, in
+// the keyed head; the backend below it never sees the group, and would
+// refuse it with the same error rather than panic.
+func TestForeignKeyGroupFailsWithError(t *testing.T) {
+	const maxPar = 128
+	rng := keygroup.RangeFor(maxPar, 2, 0) // subtask 0 of 2: groups 0..63
+	be, err := heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: 2, Index: 0})
+	require.NoError(t, err)
+	defer be.Close()
+	kc := &keyContext[benchKV, int64]{fn: func(x benchKV) int64 { return x.K }, kc: codec.Int64(), hash: codec.HashFunc(codec.Int64()), maxPar: maxPar}
+	op := &reduceOp[benchKV, int64]{opBase: opBase{name: "reduce", keyed: true, run: &task.CurrentOperator{}},
+		kc: kc, fn: func(a, b benchKV) benchKV { return benchKV{a.K, a.V + b.V} }, next: discard[benchKV]{}, codec: benchKVCodec}
+	require.NoError(t, op.Open(&task.OperatorContext{Keyed: be}))
+	head := newKeyedHead[benchKV](benchKVCodec, true, op, op, rng)
+
+	rec := func(g int) []byte {
+		r := []byte{byte(g >> 8), byte(g)}
+		r = append(r, 0, 0, 0, 0, 0, 0, 0, 1)
+		return benchKVCodec.Append(r, benchKV{K: 1, V: 1})
+	}
+	require.NoError(t, head.ProcessRecord(rec(63)))
+	for _, g := range []int{64, 100, 127, 128, 0xffff} {
+		var kge *state.KeyGroupError
+		err := head.ProcessRecord(rec(g))
+		require.ErrorAs(t, err, &kge, "group %d", g)
+		require.Equal(t, g, kge.Group)
+		require.Equal(t, rng, kge.Range)
+	}
+	// Past the head, as in a chain fed without one: the operator's
+	// backend refuses the group with the same error.
+	var kge *state.KeyGroupError
+	require.ErrorAs(t, op.collectInGroup(benchKV{K: 1, V: 1}, 0, 100), &kge)
+	require.Equal(t, 100, kge.Group)
 }
 
 type benchKV struct{ K, V int64 }
@@ -85,7 +124,7 @@ func benchHead[O interface {
 	groupCollector[benchKV]
 }](op O, grouped bool, maxPar int) task.RecordProcessor {
 	if grouped {
-		return &keyedHead[benchKV]{c: benchKVCodec, stamped: true, next: op, kn: op, maxPar: maxPar}
+		return newKeyedHead[benchKV](benchKVCodec, true, op, op, keygroup.Range{Start: 0, End: maxPar - 1})
 	}
 	return &stampedHead[benchKV]{c: benchKVCodec, next: op}
 }

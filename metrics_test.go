@@ -147,7 +147,7 @@ func TestPrometheusExpositionOfRunningJob(t *testing.T) {
 	})
 	for _, name := range []string{
 		"weir_job_uptime", "weir_job_numRestarts", "weir_job_numberOfCompletedCheckpoints",
-		"weir_job_numberOfFailedCheckpoints", "weir_job_numberOfInProgressCheckpoints",
+		"weir_job_numberOfFailedCheckpoints", "weir_job_numberOfAbortedCheckpoints", "weir_job_numberOfInProgressCheckpoints",
 		"weir_job_lastCheckpointDuration", "weir_job_lastCheckpointSize", "weir_job_lastCheckpointRestoreTimestamp",
 		"weir_task_numRecordsIn", "weir_task_numRecordsOut", "weir_task_numBytesIn", "weir_task_numBytesOut",
 		"weir_task_numRecordsInPerSecond", "weir_task_numRecordsOutPerSecond", "weir_task_numBytesInPerSecond",

@@ -35,7 +35,7 @@ type config struct {
 	jobID            string
 	cluster          *ClusterConfig
 	debloat          *DebloatConfig
-	stateBackend     StateBackend // nil: heap
+	stateBackend     StateBackend // nil: the default, see backend
 	// watermarkInterval is how often watermark generators emit
 	// periodically (0: never).
 	watermarkInterval time.Duration
@@ -97,10 +97,8 @@ func (c *config) validate() error {
 			return fmt.Errorf("weir: buffer debloating: %w", err)
 		}
 	}
-	if c.stateBackend != nil {
-		if err := c.stateBackend.validate(); err != nil {
-			return err
-		}
+	if err := c.backend().validate(); err != nil {
+		return err
 	}
 	if c.restart != nil && c.ckpt == nil {
 		return errRestartWithoutCheckpoints

@@ -20,6 +20,16 @@ type StateBackend interface {
 	validate() error
 }
 
+// backend is the job's state backend: the one WithStateBackend set, or
+// the default, HeapBackend. This is the only place the default is
+// decided; the runtime below (internal/deploy, task) requires a factory.
+func (c *config) backend() StateBackend {
+	if c.stateBackend == nil {
+		return HeapBackend()
+	}
+	return c.stateBackend
+}
+
 // HeapBackend keeps keyed state in memory, in Go maps with copy-on-write
 // snapshots: the fastest, for state that fits in memory. It is the
 // default.

@@ -8,7 +8,9 @@ import (
 	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network"
+	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
 
@@ -263,21 +265,22 @@ func keyGroupPrefix(keyed bool, p *network.ResultPartition) bool {
 // keyedDecoderFor returns the decoder of a keyed edge carrying s: records
 // preceded by their key group when the keyed consumer has several
 // subtasks.
-func keyedDecoderFor[T any](s *Stream[T]) func(in any, parallelism int) task.RecordProcessor {
-	return func(in any, parallelism int) task.RecordProcessor {
-		if parallelism == 1 {
-			return decoderFor(s)(in, parallelism)
+func keyedDecoderFor[T any](s *Stream[T]) func(in any, sub *graph.Subtask) task.RecordProcessor {
+	return func(in any, sub *graph.Subtask) task.RecordProcessor {
+		if sub.Parallelism == 1 {
+			return decoderFor(s)(in, sub)
 		}
 		next := in.(collector[T])
 		kn, _ := in.(groupCollector[T])
-		return &keyedHead[T]{c: s.codec, stamped: s.timestamped, next: next, kn: kn, maxPar: s.env.cfg.maxParallelism}
+		return newKeyedHead(s.codec, s.timestamped, next, kn,
+			keygroup.RangeFor(sub.MaxParallelism, sub.Parallelism, sub.Index))
 	}
 }
 
 // decoderFor returns the closure that turns a collector[T] into a record
 // processor decoding T with c.
-func decoderFor[T any](s *Stream[T]) func(in any, parallelism int) task.RecordProcessor {
-	return func(in any, _ int) task.RecordProcessor {
+func decoderFor[T any](s *Stream[T]) func(in any, sub *graph.Subtask) task.RecordProcessor {
+	return func(in any, _ *graph.Subtask) task.RecordProcessor {
 		if s.timestamped {
 			return &stampedHead[T]{c: s.codec, next: in.(collector[T])}
 		}
@@ -325,13 +328,28 @@ type keyedHead[T any] struct {
 	stamped bool
 	next    collector[T]
 	kn      groupCollector[T] // next, if it takes key groups
-	maxPar  int
+	// The subtask's key groups: rng, and as start and length for one
+	// comparison per record.
+	rng   keygroup.Range
+	start int
+	n     uint
 }
 
+func newKeyedHead[T any](c codec.Codec[T], stamped bool, next collector[T], kn groupCollector[T], rng keygroup.Range) *keyedHead[T] {
+	return &keyedHead[T]{c: c, stamped: stamped, next: next, kn: kn, rng: rng, start: rng.Start, n: uint(rng.Len())}
+}
+
+// ProcessRecord decodes rec and hands it on. A key group outside the
+// subtask's key groups (a record routed to the wrong subtask, or
+// corrupt) fails with a *state.KeyGroupError: checked here, where the
+// group enters, so that the keyed state below never sees one.
 func (d *keyedHead[T]) ProcessRecord(rec []byte) error {
 	g, rest, ok := network.KeyGroupOf(rec)
-	if !ok || g >= d.maxPar {
-		return fmt.Errorf("decoding record: no valid key group before it (max parallelism %d)", d.maxPar)
+	if !ok {
+		return fmt.Errorf("decoding record: no key group before it (%d bytes)", len(rec))
+	}
+	if uint(g-d.start) >= d.n {
+		return fmt.Errorf("decoding record: %w", &state.KeyGroupError{Group: g, Range: d.rng})
 	}
 	ts := eventtime.NoTimestamp
 	if d.stamped {

@@ -32,7 +32,10 @@
 //     timestamp.
 //
 // New picks one of the first two by Mode; NewWithConfig picks any of them
-// by Config. The last two implement UnalignedHandler and need an
+// by Config. A Router (NewRouter) combines an Aligner for savepoints with
+// an Unaligner or a TimeoutAligner for checkpoints, for a task whose
+// checkpoints are unaligned: savepoints stay aligned, and checkpoint IDs
+// grow across both (a newer one subsumes the other handler's older one). The last two implement UnalignedHandler and need an
 // UnalignedController. Their exact rules are those of
 // docs/barrier-scenarios.md; testdata/*.txt holds them as transcripts.
 //

@@ -16,7 +16,13 @@ import (
 // state (recording), stopping at that checkpoint's barrier.
 type pullGate struct {
 	h        UnalignedHandler
-	priority bool // barriers are priority events, handled on arrival
+	priority bool // checkpoint barriers are priority events, handled on arrival
+	// router: h is a Router, and savepoint barriers may arrive (always
+	// in band, never announced).
+	router bool
+	// pending holds the unaligned checkpoints whose channel state was
+	// started and is neither complete nor aborted (the Router asks).
+	pending map[CheckpointID]bool
 
 	queues [][]pullItem // waiting items per channel, in arrival order
 	// A blocked channel holds the items that arrived after blockAt[ch]
@@ -44,6 +50,7 @@ type pullItem struct {
 	ts        int64
 	seq       int
 	announced bool
+	savepoint bool
 }
 
 func newPullGate(n int, priority bool) *pullGate {
@@ -55,12 +62,16 @@ func newPullGate(n int, priority bool) *pullGate {
 		lastSeq:   make([]int, n),
 		lastID:    make([]CheckpointID, n),
 		recording: make([]CheckpointID, n),
+		pending:   map[CheckpointID]bool{},
 	}
 }
 
 func (g *pullGate) barrier(it pullItem) Barrier {
 	b := Barrier{ID: it.id, Timestamp: it.ts, Options: Options{Alignment: AlignedWithTimeout}}
-	if g.priority {
+	switch {
+	case it.savepoint:
+		b.Options = Options{Kind: Savepoint, Alignment: Aligned}
+	case g.priority:
 		b.Options.Alignment = Unaligned
 	}
 	return b
@@ -77,7 +88,15 @@ func (g *pullGate) stopRecording(id CheckpointID) {
 			g.recording[ch] = 0
 		}
 	}
+	for p := range g.pending {
+		if p <= id {
+			delete(g.pending, p)
+		}
+	}
 }
+
+// ChannelStatePending implements RouterController.
+func (g *pullGate) ChannelStatePending(id CheckpointID) bool { return g.pending[id] }
 
 // BlockChannel implements Controller: ch is blocked at the barrier it
 // delivered last.
@@ -88,7 +107,14 @@ func (g *pullGate) BlockChannel(ch ChannelIndex) {
 func (g *pullGate) ResumeAllChannels() { clear(g.blocked) }
 
 func (g *pullGate) TriggerCheckpoint(b Barrier) {
+	if b.Options.Kind == Savepoint {
+		g.out = append(g.out, fmt.Sprintf("trigger id=%d savepoint", b.ID))
+		return
+	}
 	g.out = append(g.out, fmt.Sprintf("trigger id=%d", b.ID))
+	if b.Options.Alignment == Unaligned {
+		g.pending[b.ID] = true
+	}
 }
 
 func (g *pullGate) AbortCheckpoint(id CheckpointID, _ AbortReason) {
@@ -155,7 +181,10 @@ func (g *pullGate) ScheduleAlignmentTimer(_ CheckpointID, deadline int64) {
 // barrier), and returns the command's output.
 func (g *pullGate) arrive(it item, ts int64) string {
 	g.seq++
-	p := pullItem{kind: it.kind, ch: it.ch, id: it.id, ts: ts, seq: g.seq}
+	p := pullItem{kind: it.kind, ch: it.ch, id: it.id, ts: ts, seq: g.seq, savepoint: it.savepoint}
+	// A savepoint's barrier is aligned: it queues, and no announcement
+	// precedes it.
+	p.announced = p.savepoint
 	switch {
 	case p.kind == itemData:
 		if g.recording[p.ch] != 0 {
@@ -165,7 +194,7 @@ func (g *pullGate) arrive(it item, ts int64) string {
 		if g.recording[p.ch] == p.id {
 			g.recording[p.ch] = 0 // the channel's barrier ends its in-flight data
 		}
-		if g.priority {
+		if g.priority && !p.savepoint {
 			g.lastSeq[p.ch], g.lastID[p.ch] = p.seq, p.id
 			g.h.ProcessPriorityBarrier(p.ch, g.barrier(p))
 			g.settle()
@@ -247,6 +276,8 @@ func (g *pullGate) settle() {
 					if it.kind != itemBarrier {
 						continue
 					}
+					// A savepoint's barrier is never announced, and
+					// nothing behind it is until it is taken.
 					// Only the first barrier waiting on a channel.
 					if !it.announced && !g.held(it) && (best < 0 || it.seq < g.queues[best][bestIdx].seq) {
 						best, bestIdx = ch, i

@@ -29,6 +29,14 @@ func TestScenarios(t *testing.T) {
 				g, pg = nil, nil
 				name := stringArg(t, d, "mode")
 				n := intArg(t, d, "channels")
+				if name == "router" {
+					cfg := Config{Alignment: Unaligned}
+					if d.HasArg("timeout") {
+						cfg = Config{Alignment: AlignedWithTimeout, AlignmentTimeout: time.Duration(intArg(t, d, "timeout")) * time.Millisecond}
+					}
+					pg = routerPullGate(t, d, cfg, n)
+					return "ok\n"
+				}
 				if d.HasArg("timeout") {
 					if name != "aligned" && name != "exactly-once" {
 						d.Fatalf(t, "timeout= is only valid with mode=aligned, not %q", name)
@@ -75,6 +83,11 @@ func TestScenarios(t *testing.T) {
 					return pg.drain()
 				}
 				return pg.advance(int64(intArg(t, d, "ms")))
+			case "abort":
+				if pg == nil || !pg.router {
+					d.Fatalf(t, "abort is a command of mode=router only")
+				}
+				return pg.abort(CheckpointID(intArg(t, d, "id")))
 			}
 			var numChannels int
 			if g != nil {
@@ -92,6 +105,12 @@ func TestScenarios(t *testing.T) {
 				it.kind = itemData
 			case "barrier":
 				it.kind, it.id = itemBarrier, CheckpointID(intArg(t, d, "id"))
+				if d.HasArg("savepoint") {
+					if pg == nil || !pg.router {
+						d.Fatalf(t, "savepoint barriers need mode=router")
+					}
+					it.savepoint = true
+				}
 			case "cancel":
 				it.kind, it.id = itemCancel, CheckpointID(intArg(t, d, "id"))
 			case "end":
@@ -113,6 +132,19 @@ func TestScenarios(t *testing.T) {
 			return pg.arrive(it, ts)
 		})
 	})
+}
+
+// routerPullGate returns a pull gate in front of a real Router whose
+// checkpoints go to the unaligned handler cfg selects.
+func routerPullGate(t *testing.T, d *datadriven.TestData, cfg Config, n int) *pullGate {
+	t.Helper()
+	pg := newPullGate(n, cfg.Alignment == Unaligned)
+	r, err := NewRouter(cfg, n, pg)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	pg.h, pg.router = r, true
+	return pg
 }
 
 // realPullGate returns a pull gate in front of the real handler cfg
@@ -158,10 +190,11 @@ const (
 
 // item is one buffer or event arriving on an input channel.
 type item struct {
-	kind itemKind
-	ch   ChannelIndex
-	id   CheckpointID
-	seq  int // arrival order
+	kind      itemKind
+	ch        ChannelIndex
+	id        CheckpointID
+	seq       int  // arrival order
+	savepoint bool // a savepoint's barrier (mode=router)
 }
 
 // gate is the test harness's input gate: per-channel FIFOs in front of a

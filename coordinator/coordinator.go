@@ -330,17 +330,22 @@ func (c *CheckpointCoordinator) TaskFinishing(task state.TaskKey) {
 	c.unlockAndKick()
 }
 
-// Detach ends the attached attempt (it failed or finished): every pending
-// checkpoint and queued trigger is aborted with ErrDetached (wrapping
-// reason), and the periodic scheduler pauses until the next Attach.
+// Detach ends the attached attempt: it failed (reason says why) or
+// finished (reason nil). Every pending checkpoint and queued trigger is
+// aborted, with ErrDetached wrapping reason after a failure and with
+// ErrJobFinished after the end (counted Aborted, not Failed), and the
+// periodic scheduler pauses until the next Attach.
 // Checkpoint IDs keep growing across attempts. Detach without an attached
 // attempt does nothing.
 func (c *CheckpointCoordinator) Detach(reason error) {
 	c.mu.Lock()
 	ok := c.mu.core.detach(reason, c.clock.Now())
 	c.unlockAndKick()
-	if ok {
-		c.log.Info("checkpointing detached", zap.Error(reason))
+	switch {
+	case ok && reason == nil:
+		c.log.Info("checkpointing ended with the job attempt")
+	case ok:
+		c.log.Info("checkpointing stopped for the failed attempt", zap.Error(reason))
 	}
 }
 

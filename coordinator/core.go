@@ -296,12 +296,18 @@ func (c *core) attach(a *attempt, now time.Time, initialDelay time.Duration) err
 }
 
 // detach aborts every pending checkpoint and queued request, and pauses
-// the periodic scheduler, because the attempt failed or ended.
+// the periodic scheduler, because the attempt failed (reason) or finished
+// (reason nil: the checkpoints are aborted by the job's end,
+// ErrJobFinished, not failed).
 func (c *core) detach(reason error, now time.Time) bool {
 	if c.att == nil {
 		return false
 	}
-	c.abortAll(ErrDetached, reason, now)
+	why := ErrDetached
+	if reason == nil {
+		why = ErrJobFinished
+	}
+	c.abortAll(why, reason, now)
 	c.att = nil
 	return true
 }
@@ -751,7 +757,11 @@ func (c *core) retain() {
 
 func (c *core) abort(p *pending, cerr *CheckpointError, now time.Time) {
 	delete(c.pending, p.id)
-	c.stats.fail(p.stats, cerr, now)
+	if cerr.Reason == ErrJobFinished {
+		c.stats.abortedByEnd(p.stats, cerr, now)
+	} else {
+		c.stats.fail(p.stats, cerr, now)
+	}
 	for _, t := range p.tasks() {
 		c.emit(notifyAborted{gw: p.att.gw, task: t, id: p.id})
 	}

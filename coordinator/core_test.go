@@ -51,7 +51,8 @@ import (
 //	finished TASK            the task finished (FLIP-147)
 //	finishing TASK           the task waits for its final checkpoint
 //	tick
-//	detach                   (the attempt failed: "task failed")
+//	detach [finished]        the attempt failed ("task failed"), or
+//	                         finished (every task ended, no failure)
 //	shutdown finished|canceled|failed|suspended
 //	ack ID TASK              acknowledge with a snapshot of 10 bytes
 //	ackall ID                ack from every task that has not yet
@@ -134,7 +135,7 @@ var reasonNames = []struct {
 }{
 	{ErrTooManyFailures, "too-many-failures"},
 	{ErrDeclined, "declined"}, {ErrExpired, "expired"}, {ErrFinalize, "finalize"},
-	{ErrTriggerFailed, "trigger-failed"}, {ErrSubsumed, "subsumed"}, {ErrDetached, "detached"},
+	{ErrTriggerFailed, "trigger-failed"}, {ErrSubsumed, "subsumed"}, {ErrDetached, "detached"}, {ErrJobFinished, "job-finished"},
 	{ErrClosed, "closed"}, {ErrNotAttached, "not-attached"}, {ErrAttached, "attached"}, {ErrStopping, "stopping"},
 	{ErrAllFinished, "all-finished"},
 }
@@ -378,6 +379,10 @@ func (tr *transcript) step(t *testing.T, d *datadriven.TestData) string {
 	case "tick":
 		c.tick(now)
 	case "detach":
+		if len(args) > 1 && args[1] == "finished" {
+			c.detach(nil, now)
+			break
+		}
 		c.detach(errors.New("task failed"), now)
 	case "shutdown":
 		argc(1)
@@ -480,6 +485,9 @@ func renderStats(st Stats) string {
 	}
 	out := []string{fmt.Sprintf("in-progress=%d completed=%d failed=%d latest-completed=%s latest-failed=%s",
 		st.InProgress, st.Completed, st.Failed, latest(st.LatestCompleted), latest(st.LatestFailed))}
+	if st.Aborted > 0 {
+		out[0] += fmt.Sprintf(" aborted=%d", st.Aborted)
+	}
 	for _, cs := range st.History {
 		line := fmt.Sprintf("%d %v %s duration=%v acked=%d/%d size=%d", cs.ID, cs.Kind,
 			strings.ReplaceAll(cs.Status.String(), " ", "-"), cs.Duration, cs.Acknowledged, cs.Tasks, cs.StateSize)

@@ -42,6 +42,12 @@ var (
 	ErrSubsumed = errors.New("coordinator: checkpoint subsumed")
 	// ErrDetached: the job attempt was detached (failover or end of job).
 	ErrDetached = errors.New("coordinator: job attempt detached")
+	// ErrJobFinished: the job's attempt finished (every task ended
+	// without failure) while the checkpoint was pending: it is aborted by
+	// the job's end, not failed (it does not count as a failure, and the
+	// statistics count it as Aborted, as Flink does not count a
+	// checkpoint aborted by a finished job).
+	ErrJobFinished = errors.New("coordinator: checkpoint aborted: the job finished")
 	// ErrAllFinished: every task of the attempt finished: there is
 	// nothing left to checkpoint (does not count as a failure).
 	ErrAllFinished = errors.New("coordinator: every task finished")

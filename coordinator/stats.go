@@ -33,6 +33,9 @@ const (
 	InProgress Status = iota
 	Completed
 	Failed
+	// Aborted: the job finished while the checkpoint was pending (not a
+	// failure).
+	Aborted
 )
 
 func (s Status) String() string {
@@ -43,6 +46,8 @@ func (s Status) String() string {
 		return "completed"
 	case Failed:
 		return "failed"
+	case Aborted:
+		return "aborted"
 	}
 	return "unknown"
 }
@@ -79,6 +84,9 @@ type Stats struct {
 	InProgress int // checkpoints and savepoints now in progress
 	Completed  int // completed since the coordinator was created
 	Failed     int // failed since the coordinator was created
+	// Aborted counts the checkpoints pending when the job finished,
+	// aborted by its end rather than failed (Status Aborted).
+	Aborted int
 	// History holds the most recent checkpoints, newest first, at most
 	// Config.HistorySize.
 	History []CheckpointStats
@@ -93,6 +101,7 @@ type statsTracker struct {
 	history   []*CheckpointStats // oldest first
 	completed int
 	failed    int
+	aborted   int
 	latestOK  *CheckpointStats
 	latestBad *CheckpointStats
 }
@@ -126,6 +135,13 @@ func (s *statsTracker) fail(cs *CheckpointStats, err error, now time.Time) {
 	s.latestBad = cs
 }
 
+// abortedByEnd records cs as aborted by the job's end (err says so).
+func (s *statsTracker) abortedByEnd(cs *CheckpointStats, err error, now time.Time) {
+	cs.Status, cs.Failure = Aborted, err
+	cs.Duration = now.Sub(cs.TriggerTime)
+	s.aborted++
+}
+
 func copyStats(cs *CheckpointStats, now time.Time) *CheckpointStats {
 	if cs == nil {
 		return nil
@@ -143,6 +159,7 @@ func (s *statsTracker) snapshot(inProgress int, now time.Time) Stats {
 		InProgress:      inProgress,
 		Completed:       s.completed,
 		Failed:          s.failed,
+		Aborted:         s.aborted,
 		History:         make([]CheckpointStats, 0, len(s.history)),
 		LatestCompleted: copyStats(s.latestOK, now),
 		LatestFailed:    copyStats(s.latestBad, now),

@@ -477,7 +477,7 @@ func (s *TimerService) Flush() error {
 	s.cbuf = append(s.cbuf[:0], key...)
 	err := s.flush()
 	if group >= 0 {
-		s.b.SetCurrentKey(s.cbuf, group)
+		err = errors.Join(err, s.b.SetCurrentKey(s.cbuf, group))
 	}
 	return err
 }
@@ -513,7 +513,9 @@ func (s *TimerService) flushKey(k *timerKey) error {
 			continue
 		}
 		if !set {
-			s.b.SetCurrentKey(k.key(), int(k.group))
+			if err := s.b.SetCurrentKey(k.key(), int(k.group)); err != nil {
+				return err
+			}
 			set = true
 		}
 		s.ubuf = timerAppendUserKey(s.ubuf[:0], t.ts, t.ns)
@@ -674,7 +676,11 @@ func (s *TimerService) advance(d TimerDomain, t int64, fire TimerFunc) error {
 		s.kill(k, int(it.slot))
 		q.live--
 		key := k.key()
-		s.b.SetCurrentKey(key, int(k.group))
+		if err := s.b.SetCurrentKey(key, int(k.group)); err != nil {
+			k.refs--
+			s.release(k)
+			return err
+		}
 		s.fbuf = timerAppendUserKey(s.fbuf[:0], it.ts, it.ns)
 		err := fire(Timer{Timestamp: it.ts, Key: key, KeyGroup: int(k.group), Namespace: s.fbuf[timerUserKeyLen:]})
 		k.refs--

@@ -44,8 +44,9 @@ func (b *timerNullBackend) Register(string, state.Kind) (state.StateID, error) {
 	return 0, nil
 }
 func (b *timerNullBackend) States() []state.StateMeta { return nil }
-func (b *timerNullBackend) SetCurrentKey(key []byte, g int) {
+func (b *timerNullBackend) SetCurrentKey(key []byte, g int) error {
 	b.key, b.group = append(b.key[:0], key...), g
+	return nil
 }
 func (b *timerNullBackend) CurrentKey() ([]byte, int)                       { return b.key, b.group }
 func (b *timerNullBackend) Get(state.StateID, []byte) ([]byte, bool, error) { return nil, false, nil }

@@ -138,8 +138,11 @@ type Operator struct {
 
 // Checkpoints are the job's checkpoint metrics.
 type Checkpoints struct {
-	NumberOfCompletedCheckpoints  int `json:"numberOfCompletedCheckpoints"`
-	NumberOfFailedCheckpoints     int `json:"numberOfFailedCheckpoints"`
+	NumberOfCompletedCheckpoints int `json:"numberOfCompletedCheckpoints"`
+	NumberOfFailedCheckpoints    int `json:"numberOfFailedCheckpoints"`
+	// NumberOfAbortedCheckpoints counts those pending when the job
+	// finished: aborted by its end, not failed.
+	NumberOfAbortedCheckpoints    int `json:"numberOfAbortedCheckpoints"`
 	NumberOfInProgressCheckpoints int `json:"numberOfInProgressCheckpoints"`
 	// LastCheckpointDuration (ms) and LastCheckpointSize (bytes) are the
 	// latest completed checkpoint's (-1: none).

@@ -31,6 +31,13 @@ const (
 	DefaultLingerTimeout = 2 * time.Second
 )
 
+// The pause after a temporary accept error: doubled after each one in a
+// row, from minAcceptPause up to maxAcceptPause (net/http's values).
+const (
+	minAcceptPause = 5 * time.Millisecond
+	maxAcceptPause = time.Second
+)
+
 // ErrServerClosed is returned by Server.Serve after Close.
 var ErrServerClosed = errors.New("network: server closed")
 
@@ -145,8 +152,11 @@ func NewServer(cfg ServerConfig, parts *PartitionManager, log *zap.Logger) (*Ser
 func (s *Server) Partitions() *PartitionManager { return s.parts }
 
 // Serve accepts connections on ln until ln fails, ctx is done or Close is
-// called, and serves each. It returns ErrServerClosed after Close or ctx's
-// end, otherwise the listener's error. Serve closes ln. Connections live
+// called, and serves each. A temporary accept error (net.Error's
+// Temporary: a full file table, a connection aborted before it was
+// accepted) is retried after a pause of 5 ms, doubling with each further
+// one up to 1 s. It returns ErrServerClosed after Close or ctx's end,
+// otherwise the listener's fatal error. Serve closes ln. Connections live
 // on after Serve returns, until they end or Close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
@@ -159,6 +169,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
+	var pause time.Duration // after a temporary accept error
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -167,9 +178,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				return ErrServerClosed
 			default:
 			}
+			if ne, ok := err.(net.Error); ok && ne.Temporary() {
+				// EMFILE, ENFILE, ECONNABORTED…: retry after a pause,
+				// as net/http's Server.Serve does (5 ms doubling to 1 s).
+				pause = min(max(2*pause, minAcceptPause), maxAcceptPause)
+				s.log.Warn("accept failed; retrying", zap.Error(err), zap.Duration("pause", pause))
+				t := time.NewTimer(pause)
+				select {
+				case <-t.C:
+					continue
+				case <-s.done:
+					t.Stop()
+					return ErrServerClosed
+				}
+			}
 			ln.Close()
 			return fmt.Errorf("network: server: accept: %w", err)
 		}
+		pause = 0
 		if s.cfg.TLS != nil {
 			nc = tls.Server(nc, s.cfg.TLS)
 		}
@@ -556,13 +582,6 @@ func (c *serverConn) receiverFrame(t wire.MessageType, id uuid.UUID) (*serverRea
 		return nil, nil
 	}
 	return nil, &wire.ProtocolError{Type: t, Reason: fmt.Sprintf("receiver %s was never requested", id)}
-}
-
-func (c *serverConn) queueCtrl(e wire.ErrorResponse) {
-	c.mu.Lock()
-	c.mu.ctrl = wire.AppendErrorResponse(c.mu.ctrl, e)
-	c.mu.Unlock()
-	c.signal()
 }
 
 func (c *serverConn) onPartitionRequest(m wire.PartitionRequest) error {

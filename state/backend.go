@@ -88,8 +88,9 @@ type KeyedBackend interface {
 
 	// SetCurrentKey sets the key (serialized) and its key group for all
 	// following accesses. key is copied. A key group outside
-	// KeyGroupRange is a routing bug and panics.
-	SetCurrentKey(key []byte, keyGroup int)
+	// KeyGroupRange is refused with a *KeyGroupError, the current key
+	// unchanged.
+	SetCurrentKey(key []byte, keyGroup int) error
 	// CurrentKey returns the current key and key group (nil, -1 if unset).
 	CurrentKey() (key []byte, keyGroup int)
 
@@ -233,4 +234,16 @@ type fullOnly struct{ f StateWriterFactory }
 
 func (f fullOnly) CreateStateWriter(id barrier.CheckpointID, name string) (StateWriter, error) {
 	return f.f.CreateStateWriter(id, name)
+}
+
+// KeyGroupError is a key group outside the key groups of a subtask (its
+// backend's range): a record routed to the wrong subtask, or corrupt input
+// (a key group read from the wire or a file). It fails the task.
+type KeyGroupError struct {
+	Group int
+	Range keygroup.Range
+}
+
+func (e *KeyGroupError) Error() string {
+	return fmt.Sprintf("state: key group %d outside this subtask's key groups %s (a record routed to the wrong subtask, or corrupt)", e.Group, e.Range)
 }

@@ -135,8 +135,7 @@ type checkpointer struct {
 	// states are the channel states being recorded, by checkpoint.
 	states map[barrier.CheckpointID]*channelState
 	// timers are alignment timers and output-side alignment timeouts.
-	timers   []ckptTimer
-	switched int // checkpoints whose alignment timed out
+	timers []ckptTimer
 }
 
 func newCheckpointer(t *Task, cfg *CheckpointConfig) (*checkpointer, error) {
@@ -532,10 +531,16 @@ func (t *Task) initStates() error {
 	return nil
 }
 
-func (t *Task) closeStates() {
-	for _, st := range t.states {
+// closeStates closes the keyed backends and returns their errors (a
+// pebble database that could not close or remove its directory).
+func (t *Task) closeStates() error {
+	var errs []error
+	for i, st := range t.states {
 		if st.keyed != nil {
-			_ = st.keyed.Close()
+			if err := st.keyed.Close(); err != nil {
+				errs = append(errs, &Error{Task: t.cfg.Name, Operator: t.cfg.Operators[i].Name(), Err: fmt.Errorf("close keyed state: %w", err)})
+			}
 		}
 	}
+	return errors.Join(errs...)
 }

@@ -161,7 +161,12 @@ func (t *Task) runFinished(ctx context.Context) error {
 			}
 			ev, err := decodeEvent(b.Bytes())
 			b.Release()
-			if err == nil && ev.kind == evEndOfPartition {
+			if err != nil {
+				// A corrupt event on a channel of a finished task is bad
+				// input like any other: it fails the task.
+				return &Error{Task: t.cfg.Name, Err: fmt.Errorf("channel %s: %w", g.Channel(ch).Name(), err)}
+			}
+			if ev.kind == evEndOfPartition {
 				g.Channel(ch).Release()
 				ended++
 			}

@@ -18,7 +18,6 @@ import (
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/network/debloat"
 	"github.com/weirstream/weir/state"
-	"github.com/weirstream/weir/state/heap"
 )
 
 // DefaultBufferTimeout bounds how long a partially filled output buffer
@@ -84,7 +83,8 @@ type Config struct {
 	// MaxParallelism is the number of key groups (default 128).
 	MaxParallelism int
 	// NewKeyedBackend creates the keyed state backend of a keyed operator
-	// for subtask index of parallelism (default: the in-memory backend).
+	// for subtask index of parallelism; required when an operator is
+	// keyed (the root package decides the default backend).
 	NewKeyedBackend func(maxParallelism, parallelism, index int) (state.KeyedBackend, error)
 	// Restore, when set, starts the task from a checkpoint.
 	Restore *RestoreConfig
@@ -195,8 +195,10 @@ func New(cfg Config) (*Task, error) {
 		return nil, fmt.Errorf("task %s: %w", cfg.Name, err)
 	}
 	if cfg.NewKeyedBackend == nil {
-		cfg.NewKeyedBackend = func(maxPar, par, index int) (state.KeyedBackend, error) {
-			return heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Logger: cfg.Logger})
+		for _, op := range cfg.Operators {
+			if op.Keyed() {
+				return nil, fmt.Errorf("task %s: keyed operator %s without a keyed state backend (NewKeyedBackend)", cfg.Name, op.Name())
+			}
 		}
 	}
 	t := &Task{cfg: cfg, log: cfg.Logger.With(zap.String("task", cfg.Name)), mail: newMailbox()}
@@ -398,7 +400,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			if t.ckpt != nil {
 				t.ckpt.cfg.Responder.Finished(t.cfg.Key)
 			}
-		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		case canceledBy(t.parentCtx, err):
 			t.setState(Canceled)
 		default:
 			t.setState(Failed)
@@ -440,6 +442,18 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		return err
 	}
 	return t.finish(ctx)
+}
+
+// canceledBy reports whether err, a task's outcome, is its cancellation:
+// parent (Run's context) ended, and err is what its end made the task
+// return (its Err or its cause). An error that wraps context.Canceled
+// while parent is live is the task's own failure (a user function's call
+// that gave up), not a cancellation.
+func canceledBy(parent context.Context, err error) bool {
+	if parent.Err() == nil {
+		return false
+	}
+	return errors.Is(err, parent.Err()) || errors.Is(err, context.Cause(parent))
 }
 
 func (t *Task) open() error {
@@ -513,7 +527,15 @@ func (t *Task) cleanup(err error) error {
 	if t.ckpt != nil {
 		t.ckpt.close()
 	}
-	t.closeStates()
+	if cerr := t.closeStates(); cerr != nil {
+		if err == nil {
+			err = cerr
+		} else {
+			// The task failed already; its keyed state's close failing
+			// too is logged, not lost.
+			t.log.Warn("closing keyed state after a failure", zap.Error(cerr))
+		}
+	}
 	// Mails that arrived too late: whoever waits for them hears why.
 	for _, m := range t.mail.close() {
 		if m.drop != nil {

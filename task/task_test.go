@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -98,6 +99,9 @@ func TestConfigErrors(t *testing.T) {
 	require.Error(t, err)
 	_, err = New(Config{Name: "x", Source: &countSource{}, Parallelism: 200})
 	require.Error(t, err, "parallelism above max parallelism")
+	// The task has no default state backend: the root package decides it.
+	_, err = New(Config{Name: "x", Source: &countSource{}, Operators: []Operator{&keyedTestOp{}}})
+	require.ErrorContains(t, err, "without a keyed state backend")
 }
 
 func TestSourceTaskRunsToEndAndClosesOperators(t *testing.T) {
@@ -175,6 +179,56 @@ func TestCancelledTaskStops(t *testing.T) {
 	tk2.TriggerCheckpoint(barrier.Barrier{ID: 7})
 	require.Len(t, a.declined, 1)
 	requireDeclined(t, a.declined[0], barrier.DeclineTaskFinished)
+}
+
+// errSource fails its first poll with err, after calling before.
+type errSource struct {
+	err    error
+	before func()
+}
+
+func (s *errSource) PollNext() (SourceStatus, error) {
+	if s.before != nil {
+		s.before()
+	}
+	return MoreAvailable, s.err
+}
+
+func (s *errSource) Available() <-chan struct{} { return nil }
+
+// The outcome comes from Run's context: an error that wraps
+// context.Canceled while the context is live is the task's failure; once
+// the context ended (with a cause or not), the same error is the
+// cancellation's consequence.
+func TestOutcomeDecidedByRunsContext(t *testing.T) {
+	lookup := fmt.Errorf("lookup: %w", context.Canceled)
+	for name, c := range map[string]struct {
+		err    error
+		cancel func(context.CancelCauseFunc)
+		want   State
+	}{
+		"wraps Canceled, context live":         {err: lookup, want: Failed},
+		"wraps DeadlineExceeded, context live": {err: fmt.Errorf("rpc: %w", context.DeadlineExceeded), want: Failed},
+		"plain error, context live":            {err: errors.New("boom"), want: Failed},
+		"context canceled":                     {err: context.Canceled, cancel: func(c context.CancelCauseFunc) { c(nil) }, want: Canceled},
+		"context canceled with a cause":        {err: context.Canceled, cancel: func(c context.CancelCauseFunc) { c(errors.New("other task failed")) }, want: Canceled},
+		"the cause itself":                     {err: lookup, cancel: func(c context.CancelCauseFunc) { c(lookup) }, want: Canceled},
+		"plain error after the context's end":  {err: errors.New("boom"), cancel: func(c context.CancelCauseFunc) { c(nil) }, want: Failed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			src := &errSource{err: c.err}
+			if c.cancel != nil {
+				src.before = func() { c.cancel(cancel) }
+			}
+			tk, err := New(Config{Name: "src", Source: src})
+			require.NoError(t, err)
+			err = tk.Run(ctx)
+			require.ErrorIs(t, err, c.err)
+			require.Equal(t, c.want, tk.State())
+		})
+	}
 }
 
 type finishHook struct {
@@ -357,4 +411,31 @@ func TestFailedSyncSnapshotReleasesEarlierParts(t *testing.T) {
 	require.Empty(t, a.acked)
 	require.Len(t, a.declined, 1)
 	requireDeclined(t, a.declined[0], barrier.DeclineSnapshotFailed)
+}
+
+// closeFailingBackend is a keyed backend whose Close fails (a database
+// that cannot remove its working directory).
+type closeFailingBackend struct{ state.KeyedBackend }
+
+var errCloseFailed = errors.New("cannot remove the working directory")
+
+func (b closeFailingBackend) Close() error {
+	_ = b.KeyedBackend.Close()
+	return errCloseFailed
+}
+
+// A keyed backend's failure to close is the task's error (it was
+// dropped): a task that otherwise finished fails with it.
+func TestKeyedBackendCloseErrorFailsTheTask(t *testing.T) {
+	newBackend := func(maxPar, par, index int) (state.KeyedBackend, error) {
+		kb, err := heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index})
+		return closeFailingBackend{kb}, err
+	}
+	tk, err := New(Config{Name: "src", Source: &countSource{n: 10, failAt: -1},
+		Operators: []Operator{&keyedTestOp{testOp{id: "a"}}}, NewKeyedBackend: newBackend})
+	require.NoError(t, err)
+	err = tk.Run(context.Background())
+	require.ErrorIs(t, err, errCloseFailed)
+	require.ErrorContains(t, err, "operator a: close keyed state")
+	require.Equal(t, Failed, tk.State())
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/network"
@@ -15,9 +17,8 @@ import (
 
 // This file wires unaligned checkpoints through a task: the channel state
 // it records while a checkpoint is pending (channelState), the
-// barrier.UnalignedController side of the checkpointer, the router that
-// keeps savepoints aligned when checkpoints are not, and the timers the
-// alignment timeout needs.
+// barrier.UnalignedController (and RouterController) side of the
+// checkpointer, and the timers the alignment timeout needs.
 
 // channelState collects the channel state of one unaligned checkpoint of
 // a task: what its input channels record until their barriers arrive, and
@@ -201,9 +202,10 @@ func (c *checkpointer) PrioritizeBarrier(ch barrier.ChannelIndex, id barrier.Che
 	c.channel(ch).PrioritizeBarrier(id)
 }
 
-// SwitchToUnaligned implements barrier.UnalignedController.
+// SwitchToUnaligned implements barrier.UnalignedController: the
+// unaligned trigger that follows does the work.
 func (c *checkpointer) SwitchToUnaligned(id barrier.CheckpointID) {
-	c.switched++
+	c.t.log.Debug("checkpoint alignment timed out; it goes on unaligned", zap.Uint64("checkpoint", uint64(id)))
 }
 
 // ScheduleAlignmentTimer implements barrier.UnalignedController.
@@ -229,8 +231,9 @@ func (c *checkpointer) dropState(id barrier.CheckpointID) {
 	}
 }
 
-// forgetState forgets a channel state the snapshot took over.
-func (c *checkpointer) pendingState(id barrier.CheckpointID) bool {
+// ChannelStatePending implements barrier.RouterController: the channel
+// state of id is still recording (its inputs or outputs are not final).
+func (c *checkpointer) ChannelStatePending(id barrier.CheckpointID) bool {
 	s := c.states[id]
 	if s == nil {
 		return false
@@ -278,103 +281,14 @@ func (c *checkpointer) fireTimers(now int64) error {
 	return nil
 }
 
-// router is the barrier handler of a task whose checkpoints may be
-// unaligned: savepoints (always aligned, as in Flink) go to an Aligner,
-// checkpoints to the unaligned handler. Checkpoint IDs grow across both:
-// a barrier or marker of a newer checkpoint on one handler gives up the
-// older one pending on the other (subsumed), and anything of an older
-// checkpoint is ignored.
-type router struct {
-	c       *checkpointer
-	aligned barrier.Handler
-	main    barrier.UnalignedHandler
-	latest  barrier.CheckpointID
-	owner   barrier.Handler // the handler of latest; nil if none
-}
-
-var _ barrier.UnalignedHandler = (*router)(nil)
-
-func (r *router) pick(b barrier.Barrier) barrier.Handler {
-	if b.Options.Kind == barrier.Savepoint || b.Options.Alignment == barrier.Aligned {
-		return r.aligned
-	}
-	return r.main
-}
-
-// admit reports whether something of checkpoint id may go to h, making
-// id the latest and subsuming the other handler's pending checkpoint.
-func (r *router) admit(id barrier.CheckpointID, h barrier.Handler) bool {
-	switch {
-	case id < r.latest:
-		return false
-	case id == r.latest:
-		return r.owner == nil || r.owner == h
-	}
-	if r.owner != nil && r.owner != h {
-		if r.owner.Aligning() || r.c.pendingState(r.latest) {
-			r.c.AbortCheckpoint(r.latest, barrier.AbortSubsumed)
-		}
-		r.owner.Abort(r.latest)
-	}
-	r.latest, r.owner = id, h
-	return true
-}
-
-func (r *router) ProcessBarrier(ch barrier.ChannelIndex, b barrier.Barrier) {
-	if h := r.pick(b); r.admit(b.ID, h) {
-		h.ProcessBarrier(ch, b)
-	}
-}
-
-func (r *router) ProcessPriorityBarrier(ch barrier.ChannelIndex, b barrier.Barrier) {
-	if r.admit(b.ID, r.main) {
-		r.main.ProcessPriorityBarrier(ch, b)
-	}
-}
-
-func (r *router) ProcessAnnouncement(ch barrier.ChannelIndex, b barrier.Barrier) {
-	if r.pick(b) == r.main && r.admit(b.ID, r.main) {
-		r.main.ProcessAnnouncement(ch, b)
-	}
-}
-
-func (r *router) ProcessCancel(ch barrier.ChannelIndex, id barrier.CheckpointID) {
-	h := r.owner
-	if h == nil {
-		h = r.main
-	}
-	if r.admit(id, h) {
-		h.ProcessCancel(ch, id)
-	}
-}
-
-func (r *router) ProcessEndOfPartition(ch barrier.ChannelIndex) {
-	r.aligned.ProcessEndOfPartition(ch)
-	r.main.ProcessEndOfPartition(ch)
-}
-
-func (r *router) Abort(id barrier.CheckpointID) {
-	r.aligned.Abort(id)
-	r.main.Abort(id)
-	r.latest = max(r.latest, id)
-}
-
-func (r *router) Tick(now int64) { r.main.Tick(now) }
-
-func (r *router) LatestCheckpoint() barrier.CheckpointID { return r.latest }
-
-func (r *router) Aligning() bool { return r.aligned.Aligning() || r.main.Aligning() }
-
 // newHandler returns the task's barrier handler over n channels.
 func newHandler(cfg *CheckpointConfig, n int, c *checkpointer) (barrier.Handler, error) {
 	if cfg.Mode == barrier.AtLeastOnce || cfg.Alignment == barrier.Aligned {
 		return barrier.New(cfg.Mode, n, c)
 	}
-	h, err := barrier.NewWithConfig(barrier.Config{Mode: cfg.Mode, Alignment: cfg.Alignment, AlignmentTimeout: cfg.AlignmentTimeout}, n, c)
-	if err != nil {
-		return nil, err
-	}
-	return &router{c: c, aligned: barrier.NewAligned(n, c), main: h.(barrier.UnalignedHandler)}, nil
+	// Savepoints stay aligned: a barrier.Router sends them to an aligned
+	// handler and the checkpoints to the unaligned one.
+	return barrier.NewRouter(barrier.Config{Mode: cfg.Mode, Alignment: cfg.Alignment, AlignmentTimeout: cfg.AlignmentTimeout}, n, c)
 }
 
 // onPriorityBarrier hands barrier b, which arrived on ch as a priority

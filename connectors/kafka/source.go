@@ -148,8 +148,9 @@ func (c *SourceConfig[T]) Validate() error {
 // Source returns the records of the configured topics as a timestamped
 // stream (see the package doc). Bad configuration is reported by Execute.
 func Source[T any](env *weir.Environment, cfg SourceConfig[T]) *weir.Stream[T] {
-	if err := cfg.Validate(); err != nil {
-		env.ReportError(err)
+	verr := cfg.Validate()
+	if verr != nil {
+		env.ReportError(verr)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = env.Logger()
@@ -164,7 +165,13 @@ func Source[T any](env *weir.Environment, cfg SourceConfig[T]) *weir.Stream[T] {
 	name := "kafka source " + strings.Join(cfg.Topics, ",") + cfg.TopicPattern
 	var pattern *regexp.Regexp
 	if cfg.TopicPattern != "" {
-		pattern, _ = regexp.Compile(cfg.TopicPattern)
+		// Validate reports a pattern that does not compile (Execute
+		// then fails and this source never runs); should it not have,
+		// the error is reported here, never dropped.
+		var err error
+		if pattern, err = regexp.Compile(cfg.TopicPattern); err != nil && verr == nil {
+			env.ReportError(fmt.Errorf("kafka: source: topic pattern: %w", err))
+		}
 	}
 	return weir.FromSplitReader(env, name, strategy, func(sub, par int) (weir.SplitReader[T], error) {
 		return &reader[T]{cfg: &cfg, pattern: pattern, sub: sub, par: par,

@@ -87,7 +87,7 @@ func (windowKeyCodec[K]) hash(k windowKey[K]) uint64 {
 // typedKeys is the keyer of record keys of type K.
 type typedKeys[K intKey] struct {
 	c   windowKeyCodec[K]
-	set func(windowKey[K], int, uint64)
+	set func(windowKey[K], int, uint64) error
 	cur windowKey[K] // the record key; cur.w is false
 }
 
@@ -107,14 +107,23 @@ func (t *typedKeys[K]) setKey(key []byte) bool {
 	return true
 }
 
-func (t *typedKeys[K]) useKey(kg int) { t.set(t.cur, kg, t.c.hash(t.cur)) }
+func (t *typedKeys[K]) useKey(kg int) { mustSetKey(t.set(t.cur, kg, t.c.hash(t.cur))) }
 
 func (t *typedKeys[K]) useWindow(w Window, kg int) {
 	wk := t.cur
 	if !w.global {
 		wk.start, wk.end, wk.w = w.Start, w.End, true
 	}
-	t.set(wk, kg, t.c.hash(wk))
+	mustSetKey(t.set(wk, kg, t.c.hash(wk)))
+}
+
+// mustSetKey checks the result of setting the backend's current key in a
+// key group the core checked when the key came in (core.setKey): an
+// error is a bug.
+func mustSetKey(err error) {
+	if err != nil {
+		panic(fmt.Sprintf("window: key group checked on entry, refused by the backend: %v", err))
+	}
 }
 
 // newTypedKeys switches b to windowKeys of record keys of type K.

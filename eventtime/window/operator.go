@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/weirstream/weir/eventtime"
+	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/state"
 )
 
@@ -142,6 +143,7 @@ func New[IN, OUT any](b state.KeyedBackend, cfg Config, fn Function[IN, OUT], ou
 	op := &Operator[IN, OUT]{fn: wf, out: out}
 	c := &op.c
 	c.b = b
+	c.rng = b.KeyGroupRange()
 	c.assigner = cfg.Assigner
 	c.time = cfg.Time
 	c.eventTime = cfg.Time == EventTime && cfg.Assigner.kind != assignerGlobal
@@ -187,7 +189,9 @@ func (op *Operator[IN, OUT]) ProcessElement(key []byte, keyGroup int, ts int64, 
 	if c.eventTime && ts == math.MinInt64 {
 		return ErrNoTimestamp
 	}
-	c.setKey(key, keyGroup)
+	if err := c.setKey(key, keyGroup); err != nil {
+		return err
+	}
 	t := ts
 	if c.time == ProcessingTime {
 		t = c.now()
@@ -340,6 +344,7 @@ const (
 // and result types.
 type core struct {
 	b          state.KeyedBackend
+	rng        keygroup.Range // b's key groups
 	timers     *eventtime.TimerService
 	assigner   Assigner
 	time       Time
@@ -392,12 +397,16 @@ type core struct {
 	}
 }
 
-func (c *core) setKey(key []byte, kg int) {
+func (c *core) setKey(key []byte, kg int) error {
+	if !c.rng.Contains(kg) {
+		return &state.KeyGroupError{Group: kg, Range: c.rng}
+	}
 	c.key = append(c.key[:0], key...)
 	c.kg = kg
 	c.cur = keyUnset
 	c.registered.valid = false
 	c.typed = c.keys != nil && c.keys.setKey(key)
+	return nil
 }
 
 // useKey makes the record key the backend's current key.
@@ -406,7 +415,7 @@ func (c *core) useKey() {
 		if c.typed {
 			c.keys.useKey(c.kg)
 		} else {
-			c.b.SetCurrentKey(c.key, c.kg)
+			mustSetKey(c.b.SetCurrentKey(c.key, c.kg))
 		}
 		c.cur = keyRecord
 	}
@@ -420,7 +429,7 @@ func (c *core) useWindow(w Window) {
 			c.keys.useWindow(w, c.kg)
 		} else {
 			c.wkey = appendWindow(append(c.wkey[:0], c.key...), w)
-			c.b.SetCurrentKey(c.wkey, c.kg)
+			mustSetKey(c.b.SetCurrentKey(c.wkey, c.kg))
 		}
 		c.cur, c.curW = keyWindow, w
 	}
@@ -575,7 +584,9 @@ func (c *core) clearContents(w Window) error {
 
 // onTimer runs the timer t of the record key t.Key for its window.
 func (c *core) onTimer(t eventtime.Timer, event bool) error {
-	c.setKey(t.Key, t.KeyGroup)
+	if err := c.setKey(t.Key, t.KeyGroup); err != nil {
+		return err
+	}
 	c.cur = keyRecord // the timer service set it
 	w, err := decodeWindow(t.Namespace)
 	if err != nil {

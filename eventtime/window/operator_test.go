@@ -147,6 +147,28 @@ func TestElementErrors(t *testing.T) {
 	require.NoError(t, op.ProcessElement(k, kg, math.MinInt64, 1))
 }
 
+// An element in a key group outside the operator's backend is refused
+// with a *state.KeyGroupError (it never reaches the backend, which would
+// refuse it too), with serialized keys and with keys held by value.
+func TestForeignKeyGroupRefused(t *testing.T) {
+	for _, byValue := range []bool{false, true} {
+		b := newBackend(t, 128, 2, 1) // key groups 64..127
+		op, err := window.New(b, window.Config{Assigner: window.TumblingWindows(10, 0)}, window.Reduce(codec.Int64(), sum), &lines{})
+		require.NoError(t, err)
+		key := codec.Int64().Append(nil, 7)
+		if byValue {
+			require.NoError(t, window.UseKeyCodec(op, codec.Int64()))
+		}
+		require.NoError(t, op.ProcessElement(key, 64, 1, 1))
+		for _, g := range []int{0, 63, 128, -1} {
+			var kge *state.KeyGroupError
+			require.ErrorAs(t, op.ProcessElement(key, g, 1, 1), &kge, "group %d, by value %v", g, byValue)
+			require.Equal(t, g, kge.Group)
+			require.Equal(t, keygroup.Range{Start: 64, End: 127}, kge.Range)
+		}
+	}
+}
+
 type failingOut struct{ err error }
 
 func (f failingOut) Emit([]byte, window.Window, int64) error { return f.err }

@@ -14,7 +14,6 @@ import (
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/network/debloat"
 	"github.com/weirstream/weir/state"
-	"github.com/weirstream/weir/state/heap"
 	"github.com/weirstream/weir/task"
 )
 
@@ -31,7 +30,7 @@ type Config struct {
 	MaxRecordSize int
 	Logger        *zap.Logger
 	// NewKeyedBackend creates the keyed state backend of a keyed operator
-	// (nil: the in-memory heap backend).
+	// (required: the root package decides the default).
 	NewKeyedBackend func(maxParallelism, parallelism, index int) (state.KeyedBackend, error)
 	// Harness, if set, probes every operator subtask (test harnesses
 	// only; see Harness).
@@ -43,18 +42,6 @@ type Config struct {
 	// broadcast exchanges unaligned too; without it their barriers stay in
 	// band, as in Flink.
 	ForceUnaligned bool
-}
-
-// keyedBackend returns the backend factory: c.NewKeyedBackend or the heap
-// backend.
-func (c *Config) keyedBackend() func(maxPar, par, index int) (state.KeyedBackend, error) {
-	if c.NewKeyedBackend != nil {
-		return c.NewKeyedBackend
-	}
-	log := c.Logger
-	return func(maxPar, par, index int) (state.KeyedBackend, error) {
-		return heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Logger: log})
-	}
 }
 
 // NewNetworkPool creates a process's network buffer pool.
@@ -112,6 +99,9 @@ func Deploy(g *graph.JobGraph, cfg Config, pool *buffer.GlobalPool, ck *task.Che
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.NewKeyedBackend == nil {
+		return nil, errors.New("weir: deploy: no keyed state backend factory (Config.NewKeyedBackend)")
+	}
 	if restore != nil {
 		if err := restore.Check(g); err != nil {
 			return nil, err
@@ -120,6 +110,9 @@ func Deploy(g *graph.JobGraph, cfg Config, pool *buffer.GlobalPool, ck *task.Che
 	b := &builder{g: g, cfg: &cfg, pool: pool, ck: ck, restore: restore, pl: pl,
 		d: &Deployment{}, parts: map[partitionKey]*network.ResultPartition{}}
 	if pl.Net != nil {
+		if err := pl.Net.Err(); err != nil {
+			return nil, err
+		}
 		pl.Net.dropFailed() // the previous attempt is over
 		b.d.net = &exchanges{dp: pl.Net, pool: pool}
 	}
@@ -199,6 +192,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 	running := new(task.CurrentOperator)
 	var nextIn any
 	var headProbe Probe // the chain head's, under a harness
+	var headSub *graph.Subtask
 	for k := len(v.Nodes) - 1; k >= 0; k-- {
 		n := v.Nodes[k]
 		var outs []any
@@ -231,6 +225,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 			out = n.Fanout(outs)
 		}
 		sub := &graph.Subtask{Node: n, Index: i, Parallelism: v.Parallelism, MaxParallelism: b.g.MaxParallelism, Running: running}
+		headSub = sub
 		if len(sides) > 0 {
 			sub.Sides = make([]any, len(sides))
 			for s, ws := range sides {
@@ -271,7 +266,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		FlushAlways:     b.cfg.FlushAlways,
 		MaxRecordSize:   b.cfg.MaxRecordSize,
 		MaxParallelism:  b.g.MaxParallelism,
-		NewKeyedBackend: b.cfg.keyedBackend(),
+		NewKeyedBackend: b.cfg.NewKeyedBackend,
 	}
 	if v.IsSource() {
 		src, ok := nextIn.(task.Source)
@@ -283,7 +278,7 @@ func (b *builder) task(v *graph.Vertex, i int) (*task.Task, error) {
 		}
 		cfg.Source = src
 	} else {
-		chans, inputs, err := b.inputChannels(v, i, nextIn)
+		chans, inputs, err := b.inputChannels(v, headSub, nextIn)
 		if err != nil {
 			return nil, fmt.Errorf("weir: deploying %s: %w", tname, err)
 		}
@@ -348,7 +343,8 @@ func probeInputs(n *graph.Node, in any, probe func() error) any {
 // reads, local or remote as the placement says), and the task's inputs:
 // each edge's share of the channels and its decoder into in, the head's
 // input collectors.
-func (b *builder) inputChannels(v *graph.Vertex, i int, in any) ([]network.InputChannel, []task.Input, error) {
+func (b *builder) inputChannels(v *graph.Vertex, sub *graph.Subtask, in any) ([]network.InputChannel, []task.Input, error) {
+	i := sub.Index
 	var chans []network.InputChannel
 	var inputs []task.Input
 	var rb *network.RemoteBuffers // the gate's receive buffers, shared by its remote channels
@@ -357,7 +353,7 @@ func (b *builder) inputChannels(v *graph.Vertex, i int, in any) ([]network.Input
 		producers, subs := b.g.Producers(e, i)
 		head := v.Nodes[0]
 		inputs = append(inputs, task.Input{Index: e.Input, Channels: len(producers),
-			Processor: e.Decoder(headInput(head, in, e.Input), v.Parallelism)})
+			Processor: e.Decoder(headInput(head, in, e.Input), sub)})
 		if !b.pl.overTCP(b.g, e) {
 			for k, j := range producers {
 				p := b.parts[partitionKey{e, j}]
@@ -437,6 +433,16 @@ func (d *Deployment) Run(ctx context.Context, ended func(k state.TaskKey, err er
 		var watch sync.WaitGroup
 		watch.Go(func() {
 			select {
+			case <-d.net.dp.Failed():
+				// Consumers elsewhere cannot reach this process's
+				// partitions: the attempt fails over.
+				mu.Lock()
+				if first == nil {
+					first = d.net.dp.Err()
+				}
+				mu.Unlock()
+				cancel(d.net.dp.Err())
+				d.net.closeConnections()
 			case <-tctx.Done():
 				d.net.closeConnections()
 			case <-done:

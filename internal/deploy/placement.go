@@ -107,7 +107,11 @@ type DataPlane struct {
 	addr   string
 	client network.ClientConfig
 	log    *zap.Logger
-	served chan error // Serve's result
+	// failed is closed when Serve returned with a fatal error (err): the
+	// listener is gone, no consumer can connect any more.
+	failed chan struct{}
+	served chan struct{} // closed when Serve returned; err is its result
+	err    error
 
 	mu struct {
 		sync.Mutex
@@ -122,31 +126,72 @@ type DataPlane struct {
 // StartDataPlane listens on listen (e.g. "127.0.0.1:0") and serves until
 // Close or ctx's end.
 func StartDataPlane(ctx context.Context, listen string, srvCfg network.ServerConfig, cliCfg network.ClientConfig, log *zap.Logger) (*DataPlane, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("weir: data plane: %w", err)
+	}
+	dp, err := ServeDataPlane(ctx, ln, srvCfg, cliCfg, log)
+	if err != nil {
+		ln.Close()
+	}
+	return dp, err
+}
+
+// ServeDataPlane is StartDataPlane on a listener of the caller's; the
+// data plane closes it.
+func ServeDataPlane(ctx context.Context, ln net.Listener, srvCfg network.ServerConfig, cliCfg network.ClientConfig, log *zap.Logger) (*DataPlane, error) {
 	if err := cliCfg.Validate(); err != nil {
 		return nil, fmt.Errorf("weir: %w", err)
+	}
+	if log == nil {
+		log = zap.NewNop()
 	}
 	pm := network.NewPartitionManager()
 	srv, err := network.NewServer(srvCfg, pm, log)
 	if err != nil {
 		return nil, fmt.Errorf("weir: %w", err)
 	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, fmt.Errorf("weir: data plane: %w", err)
-	}
-	dp := &DataPlane{parts: pm, srv: srv, addr: ln.Addr().String(), client: cliCfg, log: log, served: make(chan error, 1)}
-	go func() { dp.served <- srv.Serve(ctx, ln) }()
+	dp := &DataPlane{parts: pm, srv: srv, addr: ln.Addr().String(), client: cliCfg, log: log,
+		failed: make(chan struct{}), served: make(chan struct{})}
+	go func() {
+		defer close(dp.served)
+		err := srv.Serve(ctx, ln)
+		if errors.Is(err, network.ErrServerClosed) {
+			return
+		}
+		dp.err = fmt.Errorf("weir: data plane %s: %w", dp.addr, err)
+		log.Error("data plane stopped accepting connections", zap.Error(dp.err))
+		close(dp.failed)
+	}()
 	return dp, nil
 }
 
 // Addr is the address the data plane listens on.
 func (dp *DataPlane) Addr() string { return dp.addr }
 
-// Close closes the server and its connections and waits for them.
-func (dp *DataPlane) Close() {
+// Failed is closed when the data plane's listener failed for good (Err
+// says why): no other process can connect to this one's partitions any
+// more, so the running attempt fails and no further one deploys here.
+func (dp *DataPlane) Failed() <-chan struct{} { return dp.failed }
+
+// Err is why the data plane failed (nil while it has not).
+func (dp *DataPlane) Err() error {
+	select {
+	case <-dp.failed:
+		return dp.err
+	default:
+		return nil
+	}
+}
+
+// Close closes the server and its connections and waits for them. It
+// returns the listener's fatal error if the data plane failed (nil if it
+// served until Close or its context's end).
+func (dp *DataPlane) Close() error {
 	dp.srv.Close()
 	<-dp.served
 	dp.dropFailed()
+	return dp.Err()
 }
 
 // keepFailed keeps the failed partitions ids registered until the next

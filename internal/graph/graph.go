@@ -153,8 +153,8 @@ type Edge struct {
 
 	// Decoder wraps the consumer's collector of input Input (chain heads
 	// only) in a record processor that decodes the edge's serialized
-	// records; parallelism is the consumer's.
-	Decoder func(in any, parallelism int) task.RecordProcessor
+	// records, for the consumer's subtask sub.
+	Decoder func(in any, sub *Subtask) task.RecordProcessor
 	// ProbeInput wraps the consumer's collector of input Input in one
 	// that calls probe before each value (see Node.ProbeOutput).
 	ProbeInput func(in any, probe func() error) any

@@ -289,6 +289,9 @@ func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
 		err = fmt.Errorf("task %s (subtask %d) on worker %s: %s", s.Task.Vertex, s.Task.Subtask, a.owner[s.Task], s.Error)
 	case cluster.Canceled:
 		err = context.Canceled
+		if s.Error != "" {
+			err = fmt.Errorf("%w: task %s (subtask %d) on worker %s: %s", context.Canceled, s.Task.Vertex, s.Task.Subtask, a.owner[s.Task], s.Error)
+		}
 	default:
 		return
 	}
@@ -336,15 +339,30 @@ func (a *clusterAttempt) progress() (failure error, done bool, finished int) {
 			}
 		}
 	}
+	stopped, canceled := 0, error(nil)
 	for _, k := range a.all {
 		err, ok := a.mu.ended[k]
 		switch {
 		case !ok:
+			if a.mu.lost[a.owner[k]] != nil {
+				stopped++
+			}
+			continue
 		case err == nil:
 			finished++
-		case failure == nil && !errors.Is(err, context.Canceled):
+		case errors.Is(err, context.Canceled):
+			if canceled == nil {
+				canceled = err
+			}
+		case failure == nil:
 			failure = err
 		}
+		stopped++
+	}
+	if failure == nil && canceled != nil && stopped == len(a.all) {
+		// Every task stopped, some canceled, none failed and the
+		// attempt was not canceled here: nothing will end it but this.
+		failure = fmt.Errorf("weir: cluster: every task of attempt %d stopped without finishing: %w", a.n, canceled)
 	}
 	return failure, finished == len(a.all), finished
 }

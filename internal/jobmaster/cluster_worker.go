@@ -33,8 +33,9 @@ var ErrOtherJob = errors.New("weir: worker: this process built a different job t
 // coordinator deploys here, serves their output to the other workers and
 // reads theirs. It returns nil when the coordinator shuts it down (the job
 // ended), ctx.Err() when ctx ends, or an error when the coordinator is
-// lost.
-func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) error {
+// lost or the data plane's listener failed (the coordinator then fails
+// the attempt over to the other workers).
+func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) (err error) {
 	if spec.Logger == nil {
 		spec.Logger = zap.NewNop()
 	}
@@ -67,9 +68,24 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) error {
 		}
 		w.commands.close()
 		w.stopAttempt()
-		dp.Close()
+		if cerr := dp.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
 		deploy.CheckLeaks(pool, w.log)
 	}()
+	// A data plane that stops accepting connections ends the worker: the
+	// coordinator loses it and fails the attempt over to the others.
+	ctx, cancel := context.WithCancelCause(ctx)
+	var watch sync.WaitGroup
+	defer watch.Wait()
+	defer cancel(nil)
+	watch.Go(func() {
+		select {
+		case <-dp.Failed():
+			cancel(dp.Err())
+		case <-ctx.Done():
+		}
+	})
 	dataAddr := wc.DataAdvertise
 	if dataAddr == "" {
 		dataAddr = dp.Addr()
@@ -79,9 +95,14 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) error {
 			Fingerprint: fingerprint(spec.Graph, checkpointMode(&spec))},
 		HeartbeatInterval: wc.HeartbeatInterval, HeartbeatTimeout: wc.HeartbeatTimeout, Logger: spec.Logger}
 	if wc.HA != nil {
-		return w.followLeaders(ctx, cfg, *wc.HA)
+		err = w.followLeaders(ctx, cfg, *wc.HA)
+	} else {
+		err = otherJob(cluster.RunWorker(ctx, cfg, w))
 	}
-	return otherJob(cluster.RunWorker(ctx, cfg, w))
+	if derr := dp.Err(); derr != nil {
+		return derr
+	}
+	return err
 }
 
 func otherJob(err error) error {
@@ -397,18 +418,26 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 	go func() {
 		defer close(a.done)
 		defer cancel(nil)
-		_ = dep.Run(actx, func(k state.TaskKey, err error) {
-			m := cluster.TaskMetricsFrom(a.byKey[k].Metrics())
+		err := dep.Run(actx, func(k state.TaskKey, err error) {
+			t := a.byKey[k]
+			m := cluster.TaskMetricsFrom(t.Metrics())
 			s := &cluster.TaskStatus{Attempt: d.Attempt, Task: k, State: cluster.Finished, Metrics: &m}
-			switch {
-			case err == nil:
-			case errors.Is(err, context.Canceled):
-				s.State = cluster.Canceled
-			default:
+			if err != nil {
+				// The task decided from its context whether it was
+				// canceled or failed (an error wrapping
+				// context.Canceled is a failure while the attempt runs).
 				s.State, s.Error = cluster.Failed, err.Error()
+				if t.State() == task.Canceled {
+					s.State = cluster.Canceled
+				}
 			}
 			w.send(ctx, cluster.WorkerMessage{TaskStatus: s})
 		})
+		if err != nil && actx.Err() == nil {
+			// Each task's status carried its own error; this is the
+			// attempt's, as this worker saw it.
+			w.log.Info("attempt ended here with a failure", zap.Uint64("attempt", uint64(d.Attempt)), zap.Error(err))
+		}
 	}()
 }
 

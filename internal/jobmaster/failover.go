@@ -79,7 +79,7 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 		rp := f.ck.restorePointFor()
 		a, err := f.start(ctx, res.Restarts, rp)
 		if err != nil {
-			_ = coord.Shutdown(coordinator.JobFailed)
+			f.shutdown(coordinator.JobFailed)
 			return err
 		}
 		f.status.attemptStarted(res.Restarts, rp != nil, a.samples)
@@ -87,10 +87,10 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 		res.Tasks = a.metrics()
 		if err == nil {
 			if cerr := a.resolveFinal(true, 0); cerr != nil {
-				_ = coord.Shutdown(coordinator.JobFailed)
+				f.shutdown(coordinator.JobFailed)
 				return fmt.Errorf("weir: final commit: %w", cerr)
 			}
-			_ = coord.Shutdown(coordinator.JobFinished)
+			f.shutdown(coordinator.JobFinished)
 			return nil
 		}
 		var upTo barrier.CheckpointID
@@ -104,12 +104,12 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 			f.log.Warn("settling finished sinks' transactions after a failure", zap.Error(cerr))
 		}
 		if ctx.Err() != nil {
-			_ = coord.Shutdown(coordinator.JobCanceled)
+			f.shutdown(coordinator.JobCanceled)
 			return err
 		}
 		delay, ok := f.restart.Next(time.Now())
 		if !ok {
-			_ = coord.Shutdown(coordinator.JobFailed)
+			f.shutdown(coordinator.JobFailed)
 			return fmt.Errorf("weir: job failed and will not restart: %w", err)
 		}
 		f.log.Warn("job failed; restarting from the latest checkpoint", zap.Error(err), zap.Duration("delay", delay))
@@ -119,11 +119,21 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			_ = coord.Shutdown(coordinator.JobCanceled)
+			f.shutdown(coordinator.JobCanceled)
 			return err
 		}
 		res.Restarts++
 		f.status.restarted()
+	}
+}
+
+// shutdown shuts the coordinator down with the job's final status. It
+// fails only if the coordinator was closed already (nothing is lost
+// then, but it should not happen): logged, as the job's own outcome is
+// what the caller returns.
+func (f *failover) shutdown(status coordinator.JobStatus) {
+	if err := f.ck.coord.Shutdown(status); err != nil {
+		f.log.Warn("shutting the checkpoint coordinator down", zap.Stringer("status", status), zap.Error(err))
 	}
 }
 

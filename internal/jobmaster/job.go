@@ -133,7 +133,7 @@ func (j *Job) Wait() (*Result, error) {
 }
 
 // run runs the job in this process, or as the coordinator of a cluster.
-func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result, hc *ha.Client) error {
+func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, res *Result, hc *ha.Client) (err error) {
 	if spec.Cluster != nil {
 		// Tasks and their network memory live on the workers.
 		return runCluster(ctx, spec, ck, status, res, hc)
@@ -153,7 +153,12 @@ func run(ctx context.Context, spec *Spec, ck *checkpointing, status *jobStatus, 
 		if err != nil {
 			return err
 		}
-		defer dp.Close() // before the leak check: connections hold segments
+		defer func() {
+			// Before the leak check: connections hold segments.
+			if cerr := dp.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 		pl.Net, pl.ViaTCP = dp, true
 	}
 	if ck == nil {

@@ -64,6 +64,8 @@ func NewCollector(latest func() *Job) *Collector {
 		ckpt(func(c *Checkpoints) float64 { return float64(c.NumberOfCompletedCheckpoints) }))
 	jm("numberOfFailedCheckpoints", "Failed checkpoints.", prometheus.CounterValue,
 		ckpt(func(c *Checkpoints) float64 { return float64(c.NumberOfFailedCheckpoints) }))
+	jm("numberOfAbortedCheckpoints", "Checkpoints aborted by the job's end (not failures).", prometheus.CounterValue,
+		ckpt(func(c *Checkpoints) float64 { return float64(c.NumberOfAbortedCheckpoints) }))
 	jm("numberOfInProgressCheckpoints", "Checkpoints in progress.", prometheus.GaugeValue,
 		ckpt(func(c *Checkpoints) float64 { return float64(c.NumberOfInProgressCheckpoints) }))
 	jm("lastCheckpointDuration", "Duration of the latest completed checkpoint, in ms (-1: none).", prometheus.GaugeValue,

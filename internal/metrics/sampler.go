@@ -338,6 +338,7 @@ func checkpoints(cs coordinator.Stats, restored time.Time) *Checkpoints {
 	c := &Checkpoints{
 		NumberOfCompletedCheckpoints:   cs.Completed,
 		NumberOfFailedCheckpoints:      cs.Failed,
+		NumberOfAbortedCheckpoints:     cs.Aborted,
 		NumberOfInProgressCheckpoints:  cs.InProgress,
 		LastCheckpointDuration:         -1,
 		LastCheckpointSize:             -1,

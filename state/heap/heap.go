@@ -166,11 +166,12 @@ func (b *Backend) States() []state.StateMeta {
 }
 
 // SetCurrentKey implements state.KeyedBackend.
-func (b *Backend) SetCurrentKey(key []byte, keyGroup int) {
+func (b *Backend) SetCurrentKey(key []byte, keyGroup int) error {
 	if !b.rng.Contains(keyGroup) {
-		panic(fmt.Sprintf("heap: key group %d outside this backend's range %s (record routed to the wrong subtask)", keyGroup, b.rng))
+		return &state.KeyGroupError{Group: keyGroup, Range: b.rng}
 	}
 	b.s.setKeyBytes(key, keyGroup-b.rng.Start)
+	return nil
 }
 
 // CurrentKey implements state.KeyedBackend.

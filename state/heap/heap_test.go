@@ -110,9 +110,12 @@ func TestAccessWithoutKey(t *testing.T) {
 	require.ErrorContains(t, err, "without a current key")
 }
 
-func TestWrongKeyGroupPanics(t *testing.T) {
+// A key group of another subtask is refused with an error, not a panic.
+func TestWrongKeyGroupRefused(t *testing.T) {
 	b := newBackend(t, Config{Parallelism: 2, Index: 0})
-	require.Panics(t, func() { b.SetCurrentKey([]byte("k"), 100) })
+	var kge *state.KeyGroupError
+	require.ErrorAs(t, b.SetCurrentKey([]byte("k"), 100), &kge)
+	require.Equal(t, 100, kge.Group)
 }
 
 func TestTypedStates(t *testing.T) {

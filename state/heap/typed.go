@@ -23,21 +23,22 @@ type Keys[K comparable] struct {
 // Set sets the current key to key in key group keyGroup, as SetCurrentKey
 // does with key's serialized form. hash is used after UseKeysHashed only:
 // it is then the hash function's value for key (UseKeys places keys by a
-// hash of its own). A key group outside the backend's range panics, as in
-// SetCurrentKey.
-func (k *Keys[K]) Set(key K, keyGroup int, hash uint64) {
+// hash of its own). A key group outside the backend's range is refused
+// with a *state.KeyGroupError, as in SetCurrentKey.
+func (k *Keys[K]) Set(key K, keyGroup int, hash uint64) error {
 	g := keyGroup - k.start
 	if uint(g) >= k.n {
-		panic(fmt.Sprintf("heap: key group %d outside this backend's range %s (record routed to the wrong subtask)", keyGroup, k.b.rng))
+		return &state.KeyGroupError{Group: keyGroup, Range: k.b.rng}
 	}
 	if !k.hashed {
 		hash = k.c.ops.hash(key)
 	}
 	k.c.setKey(key, g, hash)
+	return nil
 }
 
 // SetKey is Set for keys placed by UseKeys' own hash.
-func (k *Keys[K]) SetKey(key K, keyGroup int) { k.Set(key, keyGroup, 0) }
+func (k *Keys[K]) SetKey(key K, keyGroup int) error { return k.Set(key, keyGroup, 0) }
 
 func newKeys[K comparable](b *Backend, c *core[K]) *Keys[K] {
 	o, ok := c.ops.(codecKeys[K])
@@ -110,7 +111,7 @@ var _ store = (*core[int64])(nil)
 // integer codecs, codec.String), it switches b with UseKeys and returns
 // the Keys' SetKey; otherwise it returns nil, and the caller sets
 // serialized keys with SetCurrentKey.
-func KeySetter[K any](b state.KeyedBackend, kc codec.Codec[K]) (func(key K, keyGroup int), error) {
+func KeySetter[K any](b state.KeyedBackend, kc codec.Codec[K]) (func(key K, keyGroup int) error, error) {
 	hb, ok := b.(*Backend)
 	if !ok {
 		return nil, nil
@@ -133,12 +134,12 @@ func KeySetter[K any](b state.KeyedBackend, kc codec.Codec[K]) (func(key K, keyG
 }
 
 // setter returns UseKeys(b, c).SetKey as a func(K, int); KC is K.
-func setter[KC comparable, K any](b *Backend, c codec.Codec[KC]) (func(K, int), error) {
+func setter[KC comparable, K any](b *Backend, c codec.Codec[KC]) (func(K, int) error, error) {
 	keys, err := UseKeys(b, c)
 	if err != nil {
 		return nil, err
 	}
-	f, ok := any(keys.SetKey).(func(K, int))
+	f, ok := any(keys.SetKey).(func(K, int) error)
 	if !ok {
 		return nil, nil
 	}

@@ -238,10 +238,12 @@ func TestUseKeysConversion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, c3, b3.s)
 
-	require.Panics(t, func() {
-		k, _ := UseKeys(newBackend(t, Config{MaxParallelism: 8, Parallelism: 2, Index: 1}), codec.Int64())
-		k.Set(1, 0, codec.Int64().Hash(1))
-	}, "a key group outside the range")
+	// A key group outside the range is refused with an error.
+	k, err := UseKeys(newBackend(t, Config{MaxParallelism: 8, Parallelism: 2, Index: 1}), codec.Int64())
+	require.NoError(t, err)
+	var kge *state.KeyGroupError
+	require.ErrorAs(t, k.Set(1, 0, codec.Int64().Hash(1)), &kge, "a key group outside the range")
+	require.Equal(t, 0, kge.Group)
 }
 
 // KeySetter picks value keys for the built-in codecs with == semantics and

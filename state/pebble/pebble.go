@@ -322,13 +322,14 @@ func (b *Backend) States() []state.StateMeta {
 }
 
 // SetCurrentKey implements state.KeyedBackend.
-func (b *Backend) SetCurrentKey(key []byte, keyGroup int) {
+func (b *Backend) SetCurrentKey(key []byte, keyGroup int) error {
 	if !b.rng.Contains(keyGroup) {
-		panic(fmt.Sprintf("pebble: key group %d outside this backend's range %s (record routed to the wrong subtask)", keyGroup, b.rng))
+		return &state.KeyGroupError{Group: keyGroup, Range: b.rng}
 	}
 	b.curKey = append(b.curKey[:0], key...)
 	b.curGroup = keyGroup
 	b.kbuf = appendPrefix(b.kbuf[:0], keyGroup, 0, key)
+	return nil
 }
 
 // CurrentKey implements state.KeyedBackend.

@@ -208,6 +208,7 @@ function renderCheckpoints(c) {
   if (!c) return;
   $("ck-completed").textContent = c.numberOfCompletedCheckpoints;
   $("ck-failed").textContent = c.numberOfFailedCheckpoints;
+  $("ck-aborted").textContent = c.numberOfAbortedCheckpoints;
   $("ck-inprogress").textContent = c.numberOfInProgressCheckpoints;
   const s = c.summary;
   $("ck-summary").textContent = s.count > 0 ? `${ms(s.min)} / ${ms(s.avg)} / ${ms(s.max)}` : "–";

@@ -226,7 +226,18 @@ func testRegister(t *testing.T, f Factory) {
 
 	half := open(t, f, 128, 2, 0)
 	require.Equal(t, keygroup.Range{Start: 0, End: 63}, half.KeyGroupRange())
-	require.Panics(t, func() { half.SetCurrentKey([]byte("k"), 100) })
+	// A key group of another subtask is bad input, not a crash: refused
+	// with an error naming it, the current key unchanged.
+	require.NoError(t, half.SetCurrentKey([]byte("a"), 3))
+	for _, g := range []int{64, 100, 127, 128, -1} {
+		var kge *state.KeyGroupError
+		require.ErrorAs(t, half.SetCurrentKey([]byte("k"), g), &kge, "group %d", g)
+		require.Equal(t, g, kge.Group)
+		require.Equal(t, half.KeyGroupRange(), kge.Range)
+		k, kg := half.CurrentKey()
+		require.Equal(t, []byte("a"), k)
+		require.Equal(t, 3, kg)
+	}
 }
 
 func testBytes(t *testing.T, f Factory) {
