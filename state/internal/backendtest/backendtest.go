@@ -594,6 +594,7 @@ func Model(t *testing.T, f Factory) {
 			"delete":   m.delete,
 			"clear":    m.clear,
 			"get":      m.get,
+			"update":   m.update,
 			"iterate":  m.iterate,
 			"snapshot": m.snapshot,
 			"restore":  m.restore,
@@ -709,6 +710,35 @@ func (m *model) get(t *rapid.T) {
 	if ok {
 		require.Equal(t, want, string(v))
 	}
+}
+
+// update folds into the value state through state.Updater, when the
+// backend has it; sometimes the function fails, which must store nothing.
+func (m *model) update(t *rapid.T) {
+	m.needKey(t)
+	u, ok := m.b.(state.Updater)
+	if !ok {
+		t.Skip("no Updater")
+	}
+	fail := rapid.Bool().Draw(t, "fail")
+	add := rapid.SliceOfN(rapid.Byte(), 0, 4).Draw(t, "add")
+	k := m.mk(0, nil)
+	want, wok := m.data[k]
+	errFail := errors.New("update failed")
+	err := u.Update(m.ids[0], func(old []byte, ok bool, dst []byte) ([]byte, error) {
+		require.Equal(t, wok, ok, "presence of %s", k)
+		require.Equal(t, want, string(old))
+		if fail {
+			return nil, errFail
+		}
+		return append(append(dst, old...), add...), nil
+	})
+	if fail {
+		require.ErrorIs(t, err, errFail)
+		return
+	}
+	require.NoError(t, err)
+	m.data[k] = want + string(add)
 }
 
 func (m *model) iterate(t *rapid.T) {
