@@ -134,7 +134,7 @@ func (s *Schemas) Snapshot() []StateSchema {
 func (s *Schemas) register(sc StateSchema, reads func(codec.Identity) bool) (*StateSchema, error) {
 	if cur, ok := s.current[sc.Name]; ok {
 		if cur != sc {
-			return nil, fmt.Errorf("state: state %q registered as %s and again as %s", sc.Name, cur, sc)
+			return nil, fmt.Errorf("state: state %q is registered as %s, requested as %s", sc.Name, cur, sc)
 		}
 		return nil, nil // registered (and migrated) before
 	}
