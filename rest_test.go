@@ -766,8 +766,22 @@ func TestDashboardPprof(t *testing.T) {
 	code, _ = get(t, base+"/debug/pprof/trace?seconds=0.1")
 	require.Equal(t, http.StatusOK, code)
 
-	// Off with WithoutProfiling.
-	off := startSlowSinkJob(t, weir.WithDashboard("127.0.0.1:0", weir.WithoutProfiling()))
+	// /metrics has Go's and the process's families and the checkpoint
+	// duration histogram beside weir's.
+	waitFor(t, "a completed checkpoint", func() bool { return job.Metrics().Checkpoints.NumberOfCompletedCheckpoints > 0 })
+	fams := scrape(t, base+"/metrics")
+	for _, f := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "process_cpu_seconds_total",
+		"weir_job_checkpoint_duration_seconds", "weir_task_numRecordsIn"} {
+		require.Contains(t, fams, f)
+	}
+	require.Positive(t, fams["weir_job_checkpoint_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleCount())
+
+	// Off with WithoutProfiling and WithoutGoMetrics.
+	off := startSlowSinkJob(t, weir.WithDashboard("127.0.0.1:0", weir.WithoutProfiling(), weir.WithoutGoMetrics()))
 	code, _ = get(t, "http://"+off.DashboardAddr()+"/debug/pprof/")
 	require.Equal(t, http.StatusNotFound, code)
+	fams = scrape(t, "http://"+off.DashboardAddr()+"/metrics")
+	require.NotContains(t, fams, "go_goroutines")
+	require.NotContains(t, fams, "process_cpu_seconds_total")
+	require.Contains(t, fams, "weir_task_numRecordsIn")
 }
