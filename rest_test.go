@@ -780,6 +780,17 @@ func TestDashboardPprof(t *testing.T) {
 	off := startSlowSinkJob(t, weir.WithDashboard("127.0.0.1:0", weir.WithoutProfiling(), weir.WithoutGoMetrics()))
 	code, _ = get(t, "http://"+off.DashboardAddr()+"/debug/pprof/")
 	require.Equal(t, http.StatusNotFound, code)
+	// Subtasks without metrics yet are left out of /metrics.
+	waitFor(t, "the subtasks' metrics", func() bool {
+		for _, v := range off.Metrics().Vertices {
+			for _, st := range v.Subtasks {
+				if st.State == "unknown" {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	fams = scrape(t, "http://"+off.DashboardAddr()+"/metrics")
 	require.NotContains(t, fams, "go_goroutines")
 	require.NotContains(t, fams, "process_cpu_seconds_total")
