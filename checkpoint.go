@@ -58,6 +58,11 @@ type CheckpointConfig struct {
 	// (lost with the process). Storage, when set, overrides Dir.
 	Dir     string
 	Storage state.Storage
+	// SavepointDir is where a savepoint goes when none is given
+	// (Job.TriggerSavepoint and StopWithSavepoint with "", the REST API's
+	// POST /jobs/{jobid}/savepoints without target-directory): Flink's
+	// state.savepoints.dir. Empty: a directory must be given.
+	SavepointDir string
 }
 
 // CheckpointStats are the coordinator's checkpoint statistics.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -101,6 +100,7 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 		Restart: c.restart,
 		Final:   e.final,
 		Metrics: c.metrics.spec(c.logger),
+		Options: c.options(),
 		Logger:  c.logger,
 	}
 	if c.harness != nil {
@@ -109,7 +109,7 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 	spec.Deploy.NewKeyedBackend = c.backend().factory(c.logger)
 	if ck := c.ckpt; ck != nil {
 		spec.Checkpoint = &jobmaster.CheckpointSpec{Coordinator: ck.coordinatorConfig(), Storage: ck.Storage, Dir: ck.Dir,
-			RestoreFrom: c.restoreFrom, AllowNonRestoredState: c.allowNonRestored, JobID: c.jobID}
+			RestoreFrom: c.restoreFrom, AllowNonRestoredState: c.allowNonRestored, JobID: c.jobID, SavepointDir: ck.SavepointDir}
 	}
 	if cl := c.cluster; cl != nil {
 		spec.Cluster = cl.spec()
@@ -145,8 +145,8 @@ var ErrNoCheckpointing = errors.New("weir: checkpointing is not enabled for this
 
 // TriggerSavepoint takes a savepoint of the running job: a snapshot of
 // every operator's state, with the guarantee of the job's checkpointing
-// mode, exported into a new directory under dir, whose path it returns.
-// Start a job from it with WithRestoreFrom. A savepoint is not a restore
+// mode, exported into a new directory under dir (with dir empty, under
+// CheckpointConfig.SavepointDir), whose path it returns. Start a job from it with WithRestoreFrom. A savepoint is not a restore
 // point for failover and commits no side effects: transactional sinks
 // commit its transactions with the next checkpoint, or when a job starts
 // from it. To stop a job at a savepoint, use StopWithSavepoint.
@@ -163,19 +163,13 @@ func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (string, error) 
 	return p, wrapTriggerErr("savepoint", err)
 }
 
-// savepointDir checks that the job checkpoints and makes dir absolute.
+// savepointDir checks that the job checkpoints and makes dir absolute;
+// an empty dir is CheckpointConfig.SavepointDir.
 func (j *Job) savepointDir(dir string) (string, error) {
 	if j.m.Coordinator() == nil {
 		return "", ErrNoCheckpointing
 	}
-	if dir == "" {
-		return "", errors.New("weir: savepoint needs a target directory")
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("weir: savepoint: %w", err)
-	}
-	return abs, nil
+	return j.m.SavepointDir(dir)
 }
 
 // StopWithSavepoint takes a savepoint and stops the job at it, for an
@@ -190,11 +184,10 @@ func (j *Job) StopWithSavepoint(ctx context.Context, dir string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	p, err := j.m.Coordinator().StopWithSavepoint(ctx, abs)
+	p, err := j.m.StopWithSavepoint(ctx, abs)
 	if err != nil {
 		return "", wrapTriggerErr("stop with savepoint", err)
 	}
-	j.m.Stop()
 	return p, nil
 }
 

@@ -53,7 +53,28 @@ type metricsConfig struct {
 }
 
 type httpConfig struct {
-	addr, token string
+	addr, token  string
+	allowedHosts []string
+	noGoMetrics  bool
+	noPprof      bool
+	linger       time.Duration
+}
+
+// DefaultLinger is how long the dashboard goes on answering after a stop
+// or cancel asked through its REST API ended the job (LingerAfterStop).
+const DefaultLinger = 3 * time.Second
+
+func newHTTPConfig(addr string, opts []HTTPOption) *httpConfig {
+	h := &httpConfig{addr: addr, linger: DefaultLinger}
+	for _, o := range opts {
+		o.applyHTTP(h)
+	}
+	return h
+}
+
+func (h *httpConfig) spec() *jobmaster.HTTPSpec {
+	return &jobmaster.HTTPSpec{Addr: h.addr, Token: h.token, AllowedHosts: h.allowedHosts, NoGoMetrics: h.noGoMetrics,
+		NoPprof: h.noPprof, Linger: h.linger}
 }
 
 func defaultMetricsConfig() metricsConfig {
@@ -80,10 +101,10 @@ func (m *metricsConfig) spec(log *zap.Logger) jobmaster.MetricsSpec {
 		s.Progress = m.progress
 	}
 	if h := m.dashboard; h != nil {
-		s.Dashboard = &jobmaster.HTTPSpec{Addr: h.addr, Token: h.token}
+		s.Dashboard = h.spec()
 	}
 	if h := m.prometheus; h != nil {
-		s.Prometheus = &jobmaster.HTTPSpec{Addr: h.addr, Token: h.token}
+		s.Prometheus = h.spec()
 	}
 	return s
 }
@@ -127,12 +148,42 @@ type httpOption func(*httpConfig)
 
 func (f httpOption) applyHTTP(c *httpConfig) { f(c) }
 
-// AccessToken makes the server require token from its clients, as
-// "Authorization: Bearer TOKEN" or the query parameter token=TOKEN (open
-// the dashboard as http://ADDR/#token=TOKEN). Use TLS in front of it on
-// an untrusted network.
+// AccessToken makes the server require token from its clients on every
+// route but the page and its static files, as "Authorization: Bearer
+// TOKEN" or the query parameter token=TOKEN (open the dashboard as
+// http://ADDR/#token=TOKEN). Use TLS in front of it on an untrusted
+// network. Without a token, the server answers only requests whose Host
+// is a loopback name or address or the address it listens on (and
+// AllowHosts'), so that a web page cannot reach it through DNS
+// rebinding: others get 403.
 func AccessToken(token string) HTTPOption {
 	return httpOption(func(c *httpConfig) { c.token = token })
+}
+
+// AllowHosts adds host names (without port) that a server without a
+// token answers to: the machine's name, or a proxy's.
+func AllowHosts(hosts ...string) HTTPOption {
+	return httpOption(func(c *httpConfig) { c.allowedHosts = append(c.allowedHosts, hosts...) })
+}
+
+// WithoutGoMetrics leaves the Go runtime's (go_*) and the process's
+// (process_*) metric families out of /metrics, which serves them beside
+// weir's by default.
+func WithoutGoMetrics() HTTPOption {
+	return httpOption(func(c *httpConfig) { c.noGoMetrics = true })
+}
+
+// WithoutProfiling turns the dashboard's /debug/pprof/ routes off.
+func WithoutProfiling() HTTPOption {
+	return httpOption(func(c *httpConfig) { c.noPprof = true })
+}
+
+// LingerAfterStop sets how long the dashboard goes on answering once a
+// stop or cancel asked through its REST API ended the job, so that the
+// caller can poll the outcome (default DefaultLinger; 0: it shuts down
+// with the job). Job.Wait returns after it.
+func LingerAfterStop(d time.Duration) HTTPOption {
+	return httpOption(func(c *httpConfig) { c.linger = max(d, 0) })
 }
 
 // WithDashboard serves the job's web dashboard while it runs, on addr
@@ -141,14 +192,14 @@ func AccessToken(token string) HTTPOption {
 // graph coloured by busy and back-pressured time with records in and out
 // per second, the subtasks of a selected operator, the checkpoint history
 // and the latest failure, updating live; the same data as JSON under
-// /api/v1/ (docs/dashboard.md); and the Prometheus metrics under
-// /metrics. It is read-only, loads nothing from elsewhere, and shuts
-// down with the job. Off by default.
+// /api/v1/ (docs/dashboard.md); Flink's REST API under /jobs/
+// (docs/rest.md), which also triggers savepoints and checkpoints, stops
+// with a savepoint and cancels, over POST and PATCH only; the Prometheus
+// metrics under /metrics; and Go's profiles under /debug/pprof/
+// (WithoutProfiling turns them off). It loads nothing from elsewhere,
+// and shuts down with the job (LingerAfterStop). Off by default.
 func WithDashboard(addr string, opts ...HTTPOption) Option {
-	h := &httpConfig{addr: addr}
-	for _, o := range opts {
-		o.applyHTTP(h)
-	}
+	h := newHTTPConfig(addr, opts)
 	return optionFunc(func(c *config) { c.metrics.dashboard = h })
 }
 
@@ -157,10 +208,7 @@ func WithDashboard(addr string, opts ...HTTPOption) Option {
 // given), for a Prometheus server to scrape; see Job.PrometheusCollector
 // to register them in a registry of your own instead.
 func WithPrometheus(addr string, opts ...HTTPOption) Option {
-	h := &httpConfig{addr: addr}
-	for _, o := range opts {
-		o.applyHTTP(h)
-	}
+	h := newHTTPConfig(addr, opts)
 	return optionFunc(func(c *config) { c.metrics.prometheus = h })
 }
 

@@ -646,7 +646,7 @@ func (c *core) ack(task state.TaskKey, id barrier.CheckpointID, snap state.TaskS
 	if m.StateSize == 0 {
 		m.StateSize = snap.Size()
 	}
-	c.stats.ack(p.stats, task, snap.Size(), m, now)
+	c.stats.ack(p.stats, task, snap, m, now)
 	if len(p.acks) < len(p.expected) {
 		return ackAccepted
 	}

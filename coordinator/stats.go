@@ -56,6 +56,12 @@ func (s Status) String() string {
 type TaskStats struct {
 	AckTime time.Time
 	TaskCheckpointMetrics
+	// Unaligned is whether the task's snapshot holds channel state (its
+	// part of the checkpoint went unaligned); PersistedData is that
+	// channel state's bytes: the data in flight written into the
+	// checkpoint.
+	Unaligned     bool
+	PersistedData int64
 }
 
 // CheckpointStats describes one checkpoint or savepoint.
@@ -93,6 +99,37 @@ type Stats struct {
 	// LatestCompleted and LatestFailed are the newest of their kind, or nil.
 	LatestCompleted *CheckpointStats
 	LatestFailed    *CheckpointStats
+	// Durations counts every completed checkpoint (not savepoint) by
+	// its duration, since the coordinator was created.
+	Durations DurationHistogram
+}
+
+// DurationBuckets are the upper bounds of DurationHistogram's buckets.
+var DurationBuckets = [...]time.Duration{
+	5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second,
+	2500 * time.Millisecond, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute,
+}
+
+// DurationHistogram counts checkpoints by duration.
+type DurationHistogram struct {
+	// Counts[i] counts the checkpoints that took at most
+	// DurationBuckets[i] and longer than the bound before it; the last
+	// counts those longer than every bound.
+	Counts [len(DurationBuckets) + 1]uint64
+	Count  uint64
+	Sum    time.Duration
+}
+
+func (h *DurationHistogram) observe(d time.Duration) {
+	i := 0
+	for i < len(DurationBuckets) && d > DurationBuckets[i] {
+		i++
+	}
+	h.Counts[i]++
+	h.Count++
+	h.Sum += d
 }
 
 // statsTracker is part of the pure core: it only records what it is told.
@@ -104,6 +141,7 @@ type statsTracker struct {
 	aborted   int
 	latestOK  *CheckpointStats
 	latestBad *CheckpointStats
+	durations DurationHistogram
 }
 
 func (s *statsTracker) begin(id barrier.CheckpointID, kind barrier.Kind, tasks int, now time.Time) *CheckpointStats {
@@ -115,10 +153,14 @@ func (s *statsTracker) begin(id barrier.CheckpointID, kind barrier.Kind, tasks i
 	return cs
 }
 
-func (s *statsTracker) ack(cs *CheckpointStats, task state.TaskKey, size int64, m TaskCheckpointMetrics, now time.Time) {
-	cs.PerTask[task] = TaskStats{AckTime: now, TaskCheckpointMetrics: m}
+func (s *statsTracker) ack(cs *CheckpointStats, task state.TaskKey, snap state.TaskSnapshot, m TaskCheckpointMetrics, now time.Time) {
+	ts := TaskStats{AckTime: now, TaskCheckpointMetrics: m}
+	if ch := snap.Channels; ch != nil {
+		ts.Unaligned, ts.PersistedData = true, ch.Size
+	}
+	cs.PerTask[task] = ts
 	cs.Acknowledged++
-	cs.StateSize += size
+	cs.StateSize += snap.Size()
 }
 
 func (s *statsTracker) complete(cs *CheckpointStats, path string, now time.Time) {
@@ -126,6 +168,9 @@ func (s *statsTracker) complete(cs *CheckpointStats, path string, now time.Time)
 	cs.Duration = now.Sub(cs.TriggerTime)
 	s.completed++
 	s.latestOK = cs
+	if cs.Kind == barrier.Checkpoint {
+		s.durations.observe(cs.Duration)
+	}
 }
 
 func (s *statsTracker) fail(cs *CheckpointStats, err error, now time.Time) {
@@ -163,6 +208,7 @@ func (s *statsTracker) snapshot(inProgress int, now time.Time) Stats {
 		History:         make([]CheckpointStats, 0, len(s.history)),
 		LatestCompleted: copyStats(s.latestOK, now),
 		LatestFailed:    copyStats(s.latestBad, now),
+		Durations:       s.durations,
 	}
 	for i := len(s.history) - 1; i >= 0; i-- {
 		st.History = append(st.History, *copyStats(s.history[i], now))

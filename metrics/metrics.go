@@ -156,6 +156,19 @@ type Checkpoints struct {
 	Summary Summary `json:"summary"`
 	// History holds the latest checkpoints and savepoints, newest first.
 	History []Checkpoint `json:"history"`
+	// Durations counts the completed checkpoints (not savepoints) by
+	// duration, since the job started.
+	Durations Histogram `json:"durations"`
+}
+
+// Histogram counts values by bucket, as a Prometheus histogram:
+// Counts[i] counts the values at most Bounds[i] (cumulative), Count all
+// of them, Sum adds them up. Checkpoint durations are in ms.
+type Histogram struct {
+	Bounds []float64 `json:"bounds"`
+	Counts []uint64  `json:"counts"`
+	Count  uint64    `json:"count"`
+	Sum    float64   `json:"sum"`
 }
 
 // Summary is the minimum, average and maximum duration (ms) of Count
@@ -198,6 +211,8 @@ func (j *Job) Clone() *Job {
 	if ck := j.Checkpoints; ck != nil {
 		x := *ck
 		x.History = append([]Checkpoint(nil), ck.History...)
+		x.Durations.Bounds = append([]float64(nil), ck.Durations.Bounds...)
+		x.Durations.Counts = append([]uint64(nil), ck.Durations.Counts...)
 		c.Checkpoints = &x
 	}
 	c.Vertices = make([]Vertex, len(j.Vertices))

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -11,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
@@ -44,13 +45,33 @@ type Config struct {
 	// (":8081" serves only this machine; "0.0.0.0:8081" every
 	// interface).
 	Addr string
-	// Token, if set, must be presented to the API and /metrics, as
-	// "Authorization: Bearer TOKEN" or the query parameter token=TOKEN.
+	// Token, if set, must be presented on every route but the page and
+	// its static files, as "Authorization: Bearer TOKEN" or the query
+	// parameter token=TOKEN. Without it, requests are answered only if
+	// their Host is this server's (see AllowedHosts).
 	Token string
+	// AllowedHosts are host names a server without a token answers to
+	// besides loopback names and its listen address (behind a proxy, or
+	// by the machine's name).
+	AllowedHosts []string
 	// Latest returns the job's latest snapshot; it must not block.
 	Latest func() *metrics.Job
 	// UI serves the dashboard and its JSON API besides /metrics.
 	UI bool
+	// Job, with UI, serves the REST API (/jobs/…, docs/rest.md) and its
+	// actions.
+	Job Control
+	// Pprof, with UI, serves /debug/pprof/; MaxProfile bounds the length
+	// of a CPU profile or trace (0: DefaultMaxProfile).
+	Pprof      bool
+	MaxProfile time.Duration
+	// NoGoMetrics leaves the Go runtime's (go_*) and the process's
+	// (process_*) collectors out of /metrics.
+	NoGoMetrics bool
+	// Linger is how long the server goes on answering once the job ended
+	// after a stop or cancel asked through the API, so that the caller
+	// can read the outcome (the savepoint's path); 0: at once.
+	Linger time.Duration
 	// Refresh is how often the page polls the API (0: 1 s; at least
 	// 250 ms).
 	Refresh time.Duration
@@ -59,8 +80,16 @@ type Config struct {
 
 // Server serves one job's dashboard, JSON API and Prometheus metrics.
 type Server struct {
-	ln  net.Listener
-	srv *http.Server
+	ln     net.Listener
+	srv    *http.Server
+	ops    *operations
+	linger time.Duration
+	// stopped is set once a stop or cancel was accepted through the API;
+	// read is closed once the outcome of a finished stop was answered,
+	// which ends the linger.
+	stopped  atomic.Bool
+	read     chan struct{}
+	readOnce sync.Once
 }
 
 // Listen binds cfg.Addr; Run serves. It fails if the address cannot be
@@ -80,8 +109,10 @@ func Listen(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           Handler(cfg),
+	host, _, _ := net.SplitHostPort(addr)
+	s := &Server{ln: ln, ops: newOperations(), linger: cfg.Linger, read: make(chan struct{})}
+	s.srv = &http.Server{
+		Handler:           s.handler(cfg, host),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -89,7 +120,7 @@ func Listen(cfg Config) (*Server, error) {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          zap.NewStdLog(cfg.Logger.Named("http")),
 	}
-	return &Server{ln: ln, srv: srv}, nil
+	return s, nil
 }
 
 // LocalAddr returns addr with an empty host replaced by 127.0.0.1.
@@ -116,8 +147,23 @@ func (s *Server) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
+		s.ops.close()
 		return fmt.Errorf("dashboard: %w", err)
 	}
+	if s.stopped.Load() && s.linger > 0 {
+		// The job ended as the API asked: answer a while longer.
+		t := time.NewTimer(s.linger)
+		select {
+		case <-t.C:
+		case <-s.read:
+			t.Stop()
+		case err := <-errc:
+			t.Stop()
+			s.ops.close()
+			return fmt.Errorf("dashboard: %w", err)
+		}
+	}
+	s.ops.close()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := s.srv.Shutdown(sctx); err != nil {
@@ -127,28 +173,35 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// Handler returns the server's routes (see docs/dashboard.md):
+// handler returns the server's routes (see docs/dashboard.md and
+// docs/rest.md):
 //
 //	GET /                        the dashboard (UI)
 //	GET /static/…                its script and style (UI)
 //	GET /api/v1/job              the whole snapshot (UI)
 //	GET /api/v1/vertices/{id}    one vertex with its subtasks (UI)
 //	GET /api/v1/checkpoints      checkpoint counts, summary and history (UI)
+//	    /jobs/…                  Flink's REST API and its actions (UI and Job)
+//	GET /debug/pprof/…           profiles (UI and Pprof)
 //	GET /metrics                 Prometheus text exposition
 //
-// Anything else is a 404, another method than GET or HEAD a 405, and a
-// missing or wrong token a 401.
-func Handler(cfg Config) http.Handler {
+// Anything else is a 404, another method than a route's a 405, a missing
+// or wrong token a 401 (on every route but the page's), and without a
+// token a request for another host a 403.
+func (s *Server) handler(cfg Config, listenHost string) http.Handler {
 	refresh := cfg.Refresh
 	if refresh <= 0 {
 		refresh = time.Second
 	}
 	refresh = max(refresh, minRefresh)
-	h := &handler{latest: cfg.Latest, token: cfg.Token, refresh: refresh}
+	h := &handler{latest: cfg.Latest, refresh: refresh}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewCollector(cfg.Latest))
+	if !cfg.NoGoMetrics {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", h.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	if cfg.UI {
 		static, err := fs.Sub(assets, "assets")
 		if err != nil {
@@ -158,25 +211,59 @@ func Handler(cfg Config) http.Handler {
 			http.ServeFileFS(w, r, static, "index.html")
 		})
 		mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-		mux.Handle("GET /api/v1/job", h.auth(http.HandlerFunc(h.job)))
-		mux.Handle("GET /api/v1/vertices/{id}", h.auth(http.HandlerFunc(h.vertex)))
-		mux.Handle("GET /api/v1/checkpoints", h.auth(http.HandlerFunc(h.checkpoints)))
-		mux.Handle("/api/", h.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.HandleFunc("GET /api/v1/job", h.job)
+		mux.HandleFunc("GET /api/v1/vertices/{id}", h.vertex)
+		mux.HandleFunc("GET /api/v1/checkpoints", h.checkpoints)
+		mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				w.Header().Set("Allow", "GET, HEAD")
 				writeError(w, http.StatusMethodNotAllowed, "the API is read-only: use GET")
 				return
 			}
 			writeError(w, http.StatusNotFound, "no such resource: "+r.URL.Path)
-		})))
+		})
+		if cfg.Job != nil {
+			(&restAPI{ctl: cfg.Job, latest: cfg.Latest, ops: s.ops, stopped: func() { s.stopped.Store(true) },
+				read: func() { s.readOnce.Do(func() { close(s.read) }) }}).register(mux)
+		}
+		if cfg.Pprof {
+			p := &profiler{max: cfg.MaxProfile}
+			if p.max <= 0 {
+				p.max = DefaultMaxProfile
+			}
+			p.register(mux)
+		}
 	}
-	return secure(mux)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { notFound(mux, w, r) })
+	var next http.Handler = auth(cfg.Token, mux)
+	if cfg.Token == "" {
+		next = hostCheck(listenHost, cfg.AllowedHosts, next)
+	}
+	return secure(next)
+}
+
+// notFound answers a request no route took: 405 with the methods of the
+// routes of its path, or 404.
+func notFound(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+		return
+	}
+	writeError(w, http.StatusNotFound, "no such resource: "+r.URL.Path)
 }
 
 // handler serves the API from the latest snapshot.
 type handler struct {
 	latest  func() *metrics.Job
-	token   string
 	refresh time.Duration
 	cache   atomic.Pointer[encoded] // the latest snapshot's JSON
 }
@@ -228,39 +315,6 @@ func (h *handler) checkpoints(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, j.Checkpoints)
-}
-
-// auth requires the token, if one is set.
-func (h *handler) auth(next http.Handler) http.Handler {
-	if h.token == "" {
-		return next
-	}
-	want := []byte(h.token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.URL.Query().Get("token")
-		if a := r.Header.Get("Authorization"); a != "" {
-			got, _ = strings.CutPrefix(a, "Bearer ")
-		}
-		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
-			writeError(w, http.StatusUnauthorized, "missing or wrong token")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// secure adds headers that keep the page self-contained and read-only:
-// nothing is loaded from elsewhere, and no other site may frame it.
-func secure(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		next.ServeHTTP(w, r)
-	})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,10 @@ type Job struct {
 	sampler *metrics.Sampler
 	servers []*dashboard.Server // dashboard, Prometheus
 	addrs   httpAddrs
+	// id identifies the job in the REST API; savepointDir is the default
+	// target of savepoints (CheckpointSpec.SavepointDir).
+	id           string
+	savepointDir string
 }
 
 // errStopped cancels a job stopped at a savepoint.
@@ -41,7 +46,10 @@ func Start(ctx context.Context, spec Spec) (*Job, error) {
 		spec.Logger = zap.NewNop()
 	}
 	spec.Deploy.Logger = spec.Logger
-	j := &Job{done: make(chan struct{})}
+	j := &Job{done: make(chan struct{}), id: strings.ReplaceAll(uuid.NewString(), "-", "")}
+	if spec.Checkpoint != nil {
+		j.savepointDir = spec.Checkpoint.SavepointDir
+	}
 	cleanup := func() {}
 	var hc *ha.Client
 	if spec.Cluster != nil && spec.Cluster.HA != nil {
@@ -122,10 +130,16 @@ func (j *Job) Coordinator() *coordinator.CheckpointCoordinator {
 
 // Stop cancels a job that was stopped at a savepoint: Wait then returns a
 // nil error.
-func (j *Job) Stop() { j.cancel(errStopped) }
+func (j *Job) Stop() {
+	j.status.setCanceling()
+	j.cancel(errStopped)
+}
 
 // Cancel stops the job; Wait then returns context.Canceled.
-func (j *Job) Cancel() { j.cancel(context.Canceled) }
+func (j *Job) Cancel() {
+	j.status.setCanceling()
+	j.cancel(context.Canceled)
+}
 
 // Wait blocks until the job ended and returns its result.
 func (j *Job) Wait() (*Result, error) {

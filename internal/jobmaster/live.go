@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/weirstream/weir/internal/dashboard"
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/task"
 )
 
 // MetricsSpec configures a job's live metrics.
@@ -35,6 +38,13 @@ type MetricsSpec struct {
 type HTTPSpec struct {
 	Addr  string // host:port; an empty host means localhost
 	Token string // required from clients when set
+	// AllowedHosts, NoGoMetrics, NoPprof, MaxProfile and Linger are
+	// dashboard.Config's (NoPprof turns /debug/pprof/ off).
+	AllowedHosts []string
+	NoGoMetrics  bool
+	NoPprof      bool
+	MaxProfile   time.Duration
+	Linger       time.Duration
 }
 
 // interval is the sampling interval with its default.
@@ -55,8 +65,17 @@ type jobStatus struct {
 		sync.Mutex
 		st    metrics.Status
 		tasks func() []metrics.TaskSample // of the running attempt; nil: none
+		// failures are the latest failures, oldest first, at most
+		// maxFailures.
+		failures []metrics.Failure
+		// stopping is set while a stop with a savepoint is in progress,
+		// canceling once the job was asked to end.
+		stopping, canceling bool
 	}
 }
+
+// maxFailures is how many failures the exception history keeps.
+const maxFailures = 32
 
 func newJobStatus(ck *checkpointing) *jobStatus {
 	s := &jobStatus{ck: ck}
@@ -76,6 +95,7 @@ func (s *jobStatus) attemptStarted(n int, restored bool, tasks func() []metrics.
 	s.mu.st.State, s.mu.st.Attempt, s.mu.st.Running = "running", n, now
 	if restored {
 		s.mu.st.Restored = now
+		s.mu.st.Restores++
 	}
 	s.mu.tasks = tasks
 }
@@ -89,7 +109,9 @@ func (s *jobStatus) attemptFailed(err error, restarting bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !errors.Is(err, context.Canceled) {
-		s.mu.st.Exception = &metrics.Exception{Time: time.Now(), Message: err.Error()}
+		now := time.Now()
+		s.mu.st.Exception = &metrics.Exception{Time: now, Message: err.Error()}
+		s.recordLocked(failureOf(err, now, restarting))
 	}
 	if restarting {
 		s.mu.st.State, s.mu.st.Running = "restarting", time.Time{}
@@ -119,9 +141,79 @@ func (s *jobStatus) ended(err error, canceled bool) {
 	default:
 		s.mu.st.State = "failed"
 		if s.mu.st.Exception == nil || s.mu.st.Exception.Message != err.Error() {
-			s.mu.st.Exception = &metrics.Exception{Time: time.Now(), Message: err.Error()}
+			now := time.Now()
+			s.mu.st.Exception = &metrics.Exception{Time: now, Message: err.Error()}
+			s.recordLocked(failureOf(err, now, false))
 		}
 	}
+}
+
+// recordLocked adds f to the exception history.
+func (s *jobStatus) recordLocked(f metrics.Failure) {
+	if len(s.mu.failures) == maxFailures {
+		s.mu.failures = append(s.mu.failures[:0], s.mu.failures[1:]...)
+	}
+	s.mu.failures = append(s.mu.failures, f)
+}
+
+// failures returns the exception history, oldest first.
+func (s *jobStatus) failures() []metrics.Failure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.mu.failures)
+}
+
+// setStopping records that a stop with a savepoint is (or no longer is)
+// in progress.
+func (s *jobStatus) setStopping(on bool) {
+	s.mu.Lock()
+	s.mu.stopping = on
+	s.mu.Unlock()
+}
+
+// setCanceling records that the job was asked to end.
+func (s *jobStatus) setCanceling() {
+	s.mu.Lock()
+	s.mu.canceling = true
+	s.mu.Unlock()
+}
+
+// liveStatus is Status with the stop or cancel in progress: its State
+// is "stopping" or "canceling" then, until the job ended.
+func (s *jobStatus) liveStatus() metrics.Status {
+	st := s.Status()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case st.State == "finished" || st.State == "failed" || st.State == "canceled":
+	case s.mu.canceling:
+		st.State = "canceling"
+	case s.mu.stopping:
+		st.State = "stopping"
+	}
+	return st
+}
+
+// failureOf describes err for the exception history: the task and
+// operator that failed, if a task did, the chain of errors and the stack
+// of a panic.
+func failureOf(err error, now time.Time, restarting bool) metrics.Failure {
+	f := metrics.Failure{Time: now, Restarting: restarting}
+	var te *task.Error
+	if errors.As(err, &te) {
+		f.Task, f.Operator, f.Location = te.Task, te.Operator, "local"
+	}
+	var pe *task.PanicError
+	if errors.As(err, &pe) {
+		f.Stack = string(pe.Stack)
+	}
+	inner := err
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		f.Chain = append(f.Chain, e.Error())
+		inner = e
+	}
+	f.Type = reflect.TypeOf(inner).String()
+	return f
 }
 
 // Tasks implements metrics.Source.
@@ -186,8 +278,13 @@ func (j *Job) startMetrics(spec *Spec, start time.Time) error {
 		if h == nil {
 			return "", nil
 		}
-		s, err := dashboard.Listen(dashboard.Config{Addr: h.Addr, Token: h.Token, Latest: j.sampler.Latest, UI: ui,
-			Refresh: ms.interval(), Logger: spec.Logger})
+		cfg := dashboard.Config{Addr: h.Addr, Token: h.Token, AllowedHosts: h.AllowedHosts, Latest: j.sampler.Latest, UI: ui,
+			NoGoMetrics: h.NoGoMetrics, Refresh: ms.interval(), Logger: spec.Logger}
+		if ui {
+			cfg.Job = &control{j: j, options: spec.Options}
+			cfg.Pprof, cfg.MaxProfile, cfg.Linger = !h.NoPprof, h.MaxProfile, h.Linger
+		}
+		s, err := dashboard.Listen(cfg)
 		if err != nil {
 			return "", err
 		}

@@ -39,6 +39,9 @@ type Spec struct {
 	// Metrics configures the job's live metrics, dashboard and
 	// Prometheus endpoint.
 	Metrics MetricsSpec
+	// Options are the job's settings in effect, by name, as the REST API
+	// shows them (GET /jobs/{jobid}/config); no secrets.
+	Options map[string]string
 	Logger  *zap.Logger
 }
 
@@ -60,6 +63,9 @@ type CheckpointSpec struct {
 	// job ID of the checkpoint RestoreFrom names if it lies in Dir (the
 	// job continues there), else a new random one.
 	JobID string
+	// SavepointDir is where savepoints triggered without a directory go
+	// (the REST API's; "": a directory is required).
+	SavepointDir string
 }
 
 // ClusterSpec configures the coordinator side of a job across processes.

@@ -37,6 +37,8 @@ type Collector struct {
 	job    []jobMetric
 	task   []taskMetric
 	late   *prometheus.Desc
+	// durations is the histogram of checkpoint durations.
+	durations *prometheus.Desc
 }
 
 // NewCollector returns a collector of the snapshots latest returns.
@@ -106,6 +108,8 @@ func NewCollector(latest func() *Job) *Collector {
 	tm("numLateRecordsDropped", "Late records the subtask's window operators dropped.", counter,
 		func(t *Task) float64 { return float64(t.NumLateRecordsDropped) })
 	c.late = prometheus.NewDesc(Namespace+"_operator_numLateRecordsDropped", "Late records the window operator dropped.", operatorLabels, nil)
+	c.durations = prometheus.NewDesc(Namespace+"_job_checkpoint_duration_seconds",
+		"Durations of the completed checkpoints (not savepoints), from trigger to completion, in seconds.", jobLabels, nil)
 	return c
 }
 
@@ -118,6 +122,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- m.desc
 	}
 	ch <- c.late
+	ch <- c.durations
 }
 
 // Collect implements prometheus.Collector. Subtasks without metrics yet
@@ -128,6 +133,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if v, ok := m.value(j); ok {
 			ch <- prometheus.MustNewConstMetric(m.desc, m.typ, v, j.Name)
 		}
+	}
+	if ck := j.Checkpoints; ck != nil {
+		h := &ck.Durations
+		buckets := make(map[float64]uint64, len(h.Bounds))
+		for i, b := range h.Bounds {
+			buckets[b/1000] = h.Counts[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(c.durations, h.Count, h.Sum/1000, buckets, j.Name)
 	}
 	for vi := range j.Vertices {
 		v := &j.Vertices[vi]

@@ -39,8 +39,9 @@ type Status struct {
 	// Exception is the latest failure (nil: none).
 	Exception *Exception
 	// Restored is when the job last restored from a checkpoint (zero:
-	// never).
+	// never); Restores counts the attempts restored from one.
 	Restored time.Time
+	Restores int
 }
 
 // Source is what the sampler reads: the job master implements it. Calls
@@ -334,6 +335,19 @@ func latestAcks(cs coordinator.Stats) map[state.TaskKey]coordinator.TaskStats {
 	return m
 }
 
+// histogramOf converts the coordinator's histogram of checkpoint
+// durations: bounds in ms, counts cumulative.
+func histogramOf(h *coordinator.DurationHistogram) Histogram {
+	out := Histogram{Bounds: make([]float64, len(coordinator.DurationBuckets)), Counts: make([]uint64, len(coordinator.DurationBuckets)),
+		Count: h.Count, Sum: float64(h.Sum) / float64(time.Millisecond)}
+	var n uint64
+	for i, b := range coordinator.DurationBuckets {
+		n += h.Counts[i]
+		out.Bounds[i], out.Counts[i] = float64(b)/float64(time.Millisecond), n
+	}
+	return out
+}
+
 func checkpoints(cs coordinator.Stats, restored time.Time) *Checkpoints {
 	c := &Checkpoints{
 		NumberOfCompletedCheckpoints:   cs.Completed,
@@ -376,6 +390,7 @@ func checkpoints(cs coordinator.Stats, restored time.Time) *Checkpoints {
 	if c.Summary.Count > 0 {
 		c.Summary.Avg = sum / int64(c.Summary.Count)
 	}
+	c.Durations = histogramOf(&cs.Durations)
 	return c
 }
 

@@ -14,4 +14,5 @@ type (
 	Checkpoints = pub.Checkpoints
 	Summary     = pub.Summary
 	Checkpoint  = pub.Checkpoint
+	Histogram   = pub.Histogram
 )

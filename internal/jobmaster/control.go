@@ -1,0 +1,101 @@
+package jobmaster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+
+	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/dashboard"
+	"github.com/weirstream/weir/internal/metrics"
+)
+
+// ErrNoCheckpointing is returned by the savepoint and checkpoint actions
+// of a job without checkpointing.
+var ErrNoCheckpointing = errors.New("weir: checkpointing is not enabled for this job")
+
+// control is the job as the dashboard's REST API sees it
+// (dashboard.Control).
+type control struct {
+	j       *Job
+	options map[string]string
+}
+
+var _ dashboard.Control = (*control)(nil)
+
+func (c *control) JobID() string                           { return c.j.id }
+func (c *control) Status() metrics.Status                  { return c.j.status.liveStatus() }
+func (c *control) Options() map[string]string              { return maps.Clone(c.options) }
+func (c *control) Failures() []metrics.Failure             { return c.j.status.failures() }
+func (c *control) Cancel()                                 { c.j.Cancel() }
+func (c *control) SavepointDir(dir string) (string, error) { return c.j.SavepointDir(dir) }
+
+func (c *control) Checkpoints() (coordinator.Stats, bool) {
+	if c.j.ck == nil {
+		return coordinator.Stats{}, false
+	}
+	return c.j.ck.coord.Stats(), true
+}
+
+func (c *control) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
+	if c.j.ck == nil {
+		return "", ErrNoCheckpointing
+	}
+	return c.j.ck.coord.TriggerSavepoint(ctx, dir)
+}
+
+func (c *control) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
+	return c.j.StopWithSavepoint(ctx, dir)
+}
+
+func (c *control) TriggerCheckpoint(ctx context.Context) (uint64, error) {
+	if c.j.ck == nil {
+		return 0, ErrNoCheckpointing
+	}
+	m, err := c.j.ck.coord.TriggerCheckpoint(ctx)
+	return uint64(m.ID), err
+}
+
+// ID identifies the job in the REST API: 32 hex digits.
+func (j *Job) ID() string { return j.id }
+
+// SavepointDir resolves the target directory of a savepoint: dir made
+// absolute, or the configured default (CheckpointSpec.SavepointDir) when
+// dir is empty. Without checkpointing the error is ErrNoCheckpointing
+// (wrapping dashboard.ErrConflict).
+func (j *Job) SavepointDir(dir string) (string, error) {
+	if j.ck == nil {
+		return "", fmt.Errorf("%w (%w)", ErrNoCheckpointing, dashboard.ErrConflict)
+	}
+	if dir == "" {
+		dir = j.savepointDir
+	}
+	if dir == "" {
+		return "", errors.New("weir: savepoint needs a target directory (none given, and no CheckpointConfig.SavepointDir)")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("weir: savepoint: %w", err)
+	}
+	return abs, nil
+}
+
+// StopWithSavepoint takes a savepoint into dir (see SavepointDir) and
+// stops the job at it: Wait then returns a nil error. While it is in
+// progress the job's REST status is "stopping"; if the savepoint fails
+// the job goes on.
+func (j *Job) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
+	if j.ck == nil {
+		return "", ErrNoCheckpointing
+	}
+	j.status.setStopping(true)
+	p, err := j.ck.coord.StopWithSavepoint(ctx, dir)
+	if err != nil {
+		j.status.setStopping(false)
+		return "", err
+	}
+	j.Stop()
+	return p, nil
+}
