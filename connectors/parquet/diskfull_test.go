@@ -48,15 +48,15 @@ func TestFileTooLargeFailsJob(t *testing.T) {
 		rowGroupSize int64
 		interval     time.Duration
 	}{
-		{"row group", 32 << 10, 10 * time.Millisecond},
-		{"footer at the checkpoint", 64 << 20, 200 * time.Millisecond},
+		{"row group", 32 << 10, time.Hour},                             // only the size decides: no file rolls before the limit
+		{"footer at the checkpoint", 64 << 20, 200 * time.Millisecond}, // or at the final pre-commit
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out")
 			env := weir.NewEnvironment(weir.WithRestartStrategy(weir.NoRestart()),
 				weir.WithCheckpointing(weir.CheckpointConfig{Interval: tc.interval, Dir: filepath.Join(dir, "chk")}))
-			src := weir.FromGenerator(env, 2_000_000, func(i int64) event {
+			src := weir.FromGenerator(env, 1_000_000, func(i int64) event {
 				e := genEvent(i)
 				e.Key = strings.Repeat(string(rune('a'+i%26)), int(i%13)) // some bytes that do not compress away
 				return e
