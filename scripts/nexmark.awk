@@ -1,6 +1,7 @@
 # nexmark.awk passes the figure lines of examples/nexmark through and, at
-# the end, prints one table: per query, events/s per core on each backend
-# and parallelism that ran, Flink's published figure (nexmark/nexmark's
+# the end, prints one table: per query, on each backend and parallelism
+# that ran, events/s per core (events / CPU seconds of the process) and
+# events/s of wall time, in thousands; Flink's published figure (nexmark/nexmark's
 # README: Flink 1.13, 8 × 1 slot, RocksDB, exactly-once checkpoints every
 # 3 min), and the ratio of weir's per-core figure to it, on the heap and
 # the pebble backend at p = 1. A run that did not verify is marked "!".
@@ -27,17 +28,17 @@ function field(name,    i, kv) {
 	if (!(q in seen)) { seen[q] = 1; queries[nq++] = q }
 	if (!(cfg in cseen)) { cseen[cfg] = 1; cfgs[nc++] = cfg }
 	v = field("events/s/core") + 0
-	fig[q, cfg] = sprintf("%.0f K%s", v / 1000, field("verified") == "true" ? "" : "!")
+	fig[q, cfg] = sprintf("%.0f / %.0f%s", v / 1000, field("events/s") / 1000, field("verified") == "true" ? "" : "!")
 	core[q, cfg] = v
 }
 
 END {
 	if (nq == 0)
 		exit
-	printf "\nevents/s per core (events / CPU seconds of the process), %s events\n\n", field("events")
+	printf "\nK events/s per core (events / CPU seconds of the process) / K events/s of wall time, %s events a run\n\n", field("events")
 	printf "| query |"
 	for (c = 0; c < nc; c++) printf " %s |", cfgs[c]
-	printf " Flink | heap p=1 / Flink | pebble p=1 / Flink |\n|---|"
+	printf " Flink per core | heap p=1 / Flink | pebble p=1 / Flink |\n|---|"
 	for (c = 0; c < nc + 3; c++) printf "---|"
 	printf "\n"
 	for (i = 0; i < nq; i++) {

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"hash/maphash"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -83,42 +86,6 @@ func TestQueriesVerifyAfterRescale(t *testing.T) {
 			}
 			runOne(t, p)
 		})
-	}
-}
-
-// -dump writes every event and every row as JSON lines with Nexmark's
-// field names.
-func TestDump(t *testing.T) {
-	p := small("q2")
-	p.events = 2000
-	p.dump = t.TempDir()
-	var out strings.Builder
-	if err := run(t.Context(), p, &out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "nexmark q2 backend=heap p=2 events=2000 ") || !strings.Contains(out.String(), "verified=true") {
-		t.Fatalf("output: %s", out.String())
-	}
-	kinds := map[string]int{}
-	lines := readLines(t, filepath.Join(p.dump, "events.jsonl"))
-	for _, l := range lines {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatal(err)
-		}
-		kinds[m["type"].(string)]++
-		if _, ok := m["dateTime"].(float64); !ok {
-			t.Fatalf("no dateTime: %s", l)
-		}
-	}
-	if len(lines) != 2000 || kinds["person"] != 40 || kinds["auction"] != 120 || kinds["bid"] != 1840 {
-		t.Fatalf("%d events: %v", len(lines), kinds)
-	}
-	for _, l := range readLines(t, filepath.Join(p.dump, "q2.jsonl")) {
-		var r struct{ Auction, Price *int64 }
-		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Auction == nil || r.Price == nil || *r.Auction%123 != 0 {
-			t.Fatalf("row %s: %v", l, err)
-		}
 	}
 }
 
@@ -207,5 +174,144 @@ func TestChecksFail(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: no error", what)
 		}
+	}
+}
+
+// -dump writes what an independent checker sees: this test recomputes
+// q2 (a filter), q4 (an updating join and aggregate) and q5 (sliding
+// windows on hot auctions) from events.jsonl alone, with nothing of the
+// example's code (only the field names the issue gives), and compares
+// them with q2.jsonl and q5.jsonl (every row) and q4.jsonl (the last row
+// of each category: an update is a new row). It also checks that each
+// event line has exactly its kind's fields, and the figure lines.
+func TestDumpRecomputed(t *testing.T) {
+	p := small("q2,q4,q5")
+	p.events = 5000 // 10 s of event time: several windows
+	p.dump = t.TempDir()
+	var out strings.Builder
+	if err := run(t.Context(), p, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"q2", "q4", "q5"} {
+		line := regexp.MustCompile(`(?m)^nexmark ` + q + ` backend=heap p=2 events=5000 wall=[0-9]+\.[0-9]{2}s events/s=[0-9]+ events/s/core=[0-9]+ verified=true$`)
+		if !line.MatchString(out.String()) {
+			t.Fatalf("no figure line for %s in:\n%s", q, out.String())
+		}
+	}
+	fields := map[string]string{
+		"person":  "city creditCard dateTime emailAddress extra id name state type",
+		"auction": "category dateTime description expires extra id initialBid itemName reserve seller type",
+		"bid":     "auction bidder channel dateTime extra price type url",
+	}
+	type event struct {
+		Type                            string
+		ID, DateTime, Expires, Category int64
+		Auction, Price                  int64
+		Seller, Bidder, InitialBid      int64
+		Reserve                         int64
+		Name, EmailAddress, CreditCard  string
+		City, State, ItemName, Extra    string
+		Description, Channel, URL       string
+	}
+	var events []event
+	for i, l := range readLines(t, filepath.Join(p.dump, "events.jsonl")) {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		keys := slices.Sorted(maps.Keys(m))
+		var e event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if got := strings.Join(keys, " "); got != fields[e.Type] {
+			t.Fatalf("event %d (%s): fields %s, want %s", i, e.Type, got, fields[e.Type])
+		}
+		events = append(events, e)
+	}
+	kinds := map[string]int{}
+	for _, e := range events {
+		kinds[e.Type]++
+	}
+	if len(events) != 5000 || kinds["person"] != 100 || kinds["auction"] != 300 || kinds["bid"] != 4600 {
+		t.Fatalf("%d events: %v", len(events), kinds)
+	}
+
+	// q2: the auction and price of the bids on every 123rd auction.
+	var want []string
+	for _, e := range events {
+		if e.Type == "bid" && e.Auction%123 == 0 {
+			want = append(want, fmt.Sprintf(`{"auction":%d,"price":%d}`, e.Auction, e.Price))
+		}
+	}
+	sameLines(t, "q2", readLines(t, filepath.Join(p.dump, "q2.jsonl")), want, 10)
+
+	// q4: per auction, the highest price of its bids dated within
+	// [dateTime, expires]; per category, the integer average.
+	auctions := map[int64]event{}
+	for _, e := range events {
+		if e.Type == "auction" {
+			auctions[e.ID] = e
+		}
+	}
+	final := map[int64]int64{}
+	for _, e := range events {
+		if a, ok := auctions[e.Auction]; ok && e.Type == "bid" && e.DateTime >= a.DateTime && e.DateTime <= a.Expires {
+			final[a.ID] = max(final[a.ID], e.Price)
+		}
+	}
+	sum, n := map[int64]int64{}, map[int64]int64{}
+	for id, price := range final {
+		sum[auctions[id].Category] += price
+		n[auctions[id].Category]++
+	}
+	last := map[int64]int64{}
+	for i, l := range readLines(t, filepath.Join(p.dump, "q4.jsonl")) {
+		var r struct{ ID, Final *int64 }
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.ID == nil || r.Final == nil {
+			t.Fatalf("q4 row %d %s: %v", i, l, err)
+		}
+		last[*r.ID] = *r.Final
+	}
+	if len(last) != len(sum) || len(sum) < 2 {
+		t.Fatalf("q4: %d categories, recomputed %d", len(last), len(sum))
+	}
+	for c, s := range sum {
+		if got, ok := last[c]; !ok || got != s/n[c] {
+			t.Errorf("q4 category %d: last row %d (present %t), recomputed %d", c, got, ok, s/n[c])
+		}
+	}
+
+	// q5: per window [s, s+10 s), s a multiple of 2 s, the auctions with
+	// the most bids.
+	type win struct{ start, auction int64 }
+	counts := map[win]int64{}
+	most := map[int64]int64{}
+	for _, e := range events {
+		if e.Type != "bid" {
+			continue
+		}
+		for s := e.DateTime - e.DateTime%2000; s > e.DateTime-10_000; s -= 2000 {
+			counts[win{s, e.Auction}]++
+			most[s] = max(most[s], counts[win{s, e.Auction}])
+		}
+	}
+	want = nil
+	for w, c := range counts {
+		if c == most[w.start] {
+			want = append(want, fmt.Sprintf(`{"auction":%d,"num":%d,"starttime":%d,"endtime":%d}`, w.auction, c, w.start, w.start+10_000))
+		}
+	}
+	sameLines(t, "q5", readLines(t, filepath.Join(p.dump, "q5.jsonl")), want, 5)
+}
+
+// sameLines fails t unless got and want hold the same lines, at least
+// atLeast of them, in any order.
+func sameLines(t *testing.T, what string, got, want []string, atLeast int) {
+	t.Helper()
+	slices.Sort(got)
+	slices.Sort(want)
+	if len(want) < atLeast || !slices.Equal(got, want) {
+		t.Fatalf("%s: %d rows, recomputed %d:\n%v\n%v", what, len(got), len(want), got, want)
 	}
 }

@@ -316,7 +316,7 @@ func (q query[R]) run(ctx context.Context, p params) (figures, error) {
 		return f, fmt.Errorf("not verified: %w", err)
 	}
 	f.verified = true
-	v := fmt.Sprintf("%d rows verified against the batch computation's %d", len(rows), len(want))
+	v := fmt.Sprintf("%d rows verified against the batch computation's %d", f.rows, len(want))
 	if f.note != "" {
 		v += "; " + f.note
 	}
