@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/barrier"
@@ -386,12 +387,41 @@ func TestWorkerLostOnCancel(t *testing.T) {
 		lost := recv(t, ev.lost)
 		require.Equal(t, "w1", lost.id)
 		require.NotErrorIs(t, lost.err, ErrHeartbeatTimeout) // a minute has not passed
+		require.ErrorIs(t, lost.err, ErrDisconnected)
 		require.Empty(t, s.Workers())
 		require.ErrorIs(t, s.Send(context.Background(), "w1", CoordinatorMessage{CancelAttempt: &CancelAttempt{}}), ErrNotConnected)
 
 		startWorker(t, workerConfig(addr, "w1"), newWorker())
 		require.Equal(t, "w1", recv(t, ev.joined).ID)
 	})
+}
+
+// TestKilledWorkerLostAsDisconnected: a worker whose process is killed
+// (the kernel closes its TCP connection: no goodbye, no gRPC status) is
+// lost with ErrDisconnected, which says what happened in words, where the
+// loss used to read "rpc error: code = Canceled desc = context canceled".
+func TestKilledWorkerLostAsDisconnected(t *testing.T) {
+	_, addr, ev := startServerOn(t, ServerConfig{HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: time.Minute}, listenTCP(t))
+	conns := make(chan net.Conn, 1)
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", a)
+			if err == nil {
+				conns <- c
+			}
+			return c, err
+		}))
+	require.NoError(t, err)
+	defer cc.Close()
+	cs, err := cc.NewStream(t.Context(), &connectStream, connectMethod, grpc.ForceCodec(rawCodec{}))
+	require.NoError(t, err)
+	rawRegister(t, cs, "w1")
+	recv(t, ev.joined)
+	require.NoError(t, (<-conns).Close()) // as the kernel does for a killed process
+	lost := recv(t, ev.lost)
+	require.Equal(t, "w1", lost.id)
+	require.ErrorIs(t, lost.err, ErrDisconnected)
+	require.NotContains(t, lost.err.Error(), "context canceled")
 }
 
 func TestDuplicateWorkerIDRejectedWhileLive(t *testing.T) {
@@ -522,6 +552,7 @@ func TestCoordinatorStreamErrorIsLost(t *testing.T) {
 		w := newWorker()
 		err := RunWorker(context.Background(), workerConfig(addr, "w1"), w)
 		require.ErrorIs(t, err, ErrCoordinatorLost)
+		require.ErrorIs(t, err, ErrDisconnected)
 		require.ErrorContains(t, err, "coordinator exploded")
 		s := recv(t, w.sessions)
 		require.ErrorIs(t, s.Send(context.Background(), WorkerMessage{Heartbeat: &Heartbeat{}}), ErrSessionClosed)

@@ -17,6 +17,11 @@ var (
 	// ErrHeartbeatTimeout is the cause of a loss detected because the peer
 	// sent nothing for HeartbeatTimeout.
 	ErrHeartbeatTimeout = errors.New("cluster: heartbeat timeout")
+	// ErrDisconnected is the cause of a loss detected because the peer's
+	// connection closed without a goodbye: its process stopped or was
+	// killed, or the network between the two dropped the connection (gRPC
+	// reports a canceled or unavailable stream).
+	ErrDisconnected = errors.New("cluster: the connection closed without a goodbye (the peer stopped or was killed, or the network dropped it)")
 	// ErrShutdown is the error Handler.WorkerLost receives for a worker the
 	// coordinator sent Shutdown.
 	ErrShutdown = errors.New("cluster: worker shut down")

@@ -474,6 +474,9 @@ func (s *Server) serveWorker(c *conn, in <-chan inbound[WorkerMessage],
 					return errors.New("cluster: worker closed its stream"), nil
 				}
 				st := recvStatus(r.err)
+				if status.Code(r.err) == codes.Canceled {
+					return ErrDisconnected, st
+				}
 				return fmt.Errorf("cluster: worker stream: %w", st), st
 			}
 			kind, err := r.m.kind()
@@ -503,6 +506,18 @@ func (s *Server) serveWorker(c *conn, in <-chan inbound[WorkerMessage],
 		// No case for ctx: when the stream ends, the pump's RecvMsg fails
 		// and its error, the more precise cause, arrives on in.
 	}
+}
+
+// disconnected reports whether err, what a stream's RecvMsg returned, is
+// its peer's connection closing without a goodbye (a killed process, a
+// broken network): gRPC reports it to a server as a canceled stream, to a
+// client as an unavailable one.
+func disconnected(err error) bool {
+	switch status.Code(err) {
+	case codes.Canceled, codes.Unavailable:
+		return true
+	}
+	return false
 }
 
 // recvStatus is the status a stream ends with after RecvMsg failed. gRPC

@@ -263,6 +263,9 @@ func (st *stream) run(ctx context.Context, cfg WorkerConfig, h WorkerHandler) er
 				if r.err == io.EOF {
 					return fmt.Errorf("%w: stream ended without Shutdown", ErrCoordinatorLost)
 				}
+				if disconnected(r.err) {
+					return fmt.Errorf("%w: %w: %w", ErrCoordinatorLost, ErrDisconnected, r.err)
+				}
 				return fmt.Errorf("%w: %w", ErrCoordinatorLost, r.err)
 			}
 			kind, err := r.m.kind()

@@ -358,6 +358,8 @@ func (c *CheckpointCoordinator) Detach(reason error) {
 	switch {
 	case ok && reason == nil:
 		c.log.Info("checkpointing ended with the job attempt")
+	case ok && errors.Is(reason, ErrJobCanceled):
+		c.log.Info("checkpointing stopped: the job was canceled")
 	case ok:
 		c.log.Info("checkpointing stopped for the failed attempt", zap.Error(reason))
 	}

@@ -48,6 +48,11 @@ var (
 	// statistics count it as Aborted, as Flink does not count a
 	// checkpoint aborted by a finished job).
 	ErrJobFinished = errors.New("coordinator: checkpoint aborted: the job finished")
+	// ErrJobCanceled is the reason to give Detach when the attempt ended
+	// because its job was canceled (Job.Cancel, the job's context): the
+	// pending checkpoints are aborted as after a failure, and the log says
+	// what happened.
+	ErrJobCanceled = errors.New("coordinator: the job was canceled")
 	// ErrAllFinished: every task of the attempt finished: there is
 	// nothing left to checkpoint (does not count as a failure).
 	ErrAllFinished = errors.New("coordinator: every task finished")

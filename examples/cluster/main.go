@@ -201,7 +201,7 @@ func build(p params, opts ...weir.Option) *weir.Environment {
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 200 * time.Millisecond, Dir: p.chk}))
 	env := weir.NewEnvironment(opts...)
 	text := textLines()
-	src := weir.FromGenerator(env, p.lines, func(i int64) string { return text[i%int64(len(text))] }).Name("lines")
+	src := weir.FromGenerator(env, p.lines, func(i int64) string { return text[i%int64(len(text))] }).Name("lines").UID("lines")
 	if p.rate > 0 {
 		src = weir.Map(src, pace(p.rate/p.par)).Name("pace")
 	}
@@ -212,7 +212,7 @@ func build(p params, opts ...weir.Option) *weir.Environment {
 	}).Name("split").WithCodec(wcCodec)
 	counts := weir.Reduce(weir.KeyBy(words, func(w WordCount) string { return w.Word }, codec.String()),
 		func(acc, v WordCount) WordCount { return WordCount{acc.Word, acc.Count + v.Count} }).Name("count").UID("count")
-	weir.FileSink(counts, p.out, func(w WordCount) []byte { return fmt.Appendf(nil, "%s %d", w.Word, w.Count) })
+	weir.FileSink(counts, p.out, func(w WordCount) []byte { return fmt.Appendf(nil, "%s %d", w.Word, w.Count) }).UID("counts")
 	return env
 }
 
@@ -287,7 +287,7 @@ func runCoordinatorProcess(ctx context.Context, p params, o options) error {
 			continue
 		}
 		if err == nil && res.Checkpoints != nil {
-			fmt.Printf("%s: job finished: %d restarts, %d checkpoints\n", o.id, res.Restarts, res.Checkpoints.Completed)
+			fmt.Printf("%s: job finished: %s, %s\n", o.id, count(res.Restarts, "restart"), count(res.Checkpoints.Completed, "checkpoint"))
 		}
 		return err
 	}
@@ -369,8 +369,8 @@ func runCoordinator(ctx context.Context, p params, kill bool, top int) error {
 	if err := procs.wait(10 * time.Second); err != nil {
 		return err
 	}
-	fmt.Printf("job finished in %v: %d restarts, %d checkpoints\n",
-		res.Duration.Round(time.Millisecond), res.Restarts, res.Checkpoints.Completed)
+	fmt.Printf("job finished in %v: %s, %s\n",
+		res.Duration.Round(time.Millisecond), count(res.Restarts, "restart"), count(res.Checkpoints.Completed, "checkpoint"))
 	return check(p, top, time.Since(start))
 }
 
@@ -520,4 +520,13 @@ func (ws *workers) stop() {
 	for _, id := range ids {
 		ws.kill(id)
 	}
+}
+
+// count is n and word, in the plural unless n is 1 ("1 restart", "2
+// restarts").
+func count[N int | int64](n N, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -144,8 +144,15 @@ func run(n, keys int64, par, failures int, seed uint64) error {
 			outputs++
 		}
 	}
-	fmt.Printf("finished in %v with %d restarts; %d checkpoints completed, %d failed\n",
-		time.Since(start).Round(time.Millisecond), res.Restarts, res.Checkpoints.Completed, res.Checkpoints.Failed)
+	fmt.Printf("finished in %v with %s; %s completed", time.Since(start).Round(time.Millisecond),
+		count(res.Restarts, "restart"), count(res.Checkpoints.Completed, "checkpoint"))
+	if f := res.Checkpoints.Failed; f > 0 {
+		// A checkpoint in flight when a task fails cannot complete: the
+		// failover aborts it, and it counts as failed (as in Flink). The
+		// job restarts from the latest completed one.
+		fmt.Printf(", %d failed (a checkpoint in flight when a task fails is aborted by the restart and counts as failed, as in Flink)", f)
+	}
+	fmt.Println()
 	bad := 0
 	for k, w := range want {
 		if got[k] != w {
@@ -163,8 +170,17 @@ func run(n, keys int64, par, failures int, seed uint64) error {
 	}
 	if fired := int(next.Load()); fired != failures || res.Restarts < min(1, fired) || res.Restarts > fired {
 		// Two failures in one attempt cause one restart.
-		return fmt.Errorf("%d of %d failures fired, %d restarts", fired, failures, res.Restarts)
+		return fmt.Errorf("%d of %d failures fired, %s", fired, failures, count(res.Restarts, "restart"))
 	}
 	fmt.Printf("verified: all %d key sums and %d committed outputs equal the no-failure run (exactly once)\n", len(want), outputs)
 	return nil
+}
+
+// count is n and word, in the plural unless n is 1 ("1 restart", "2
+// restarts").
+func count[N int | int64](n N, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

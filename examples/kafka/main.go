@@ -127,8 +127,8 @@ func run(brokers string, n, users, par, kills int, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("job finished in %v: %d restarts (%d injected failures), %d checkpoints\n",
-		res.Duration.Round(time.Millisecond), res.Restarts, int64(kills)-k.left.Load(), res.Checkpoints.Completed)
+	fmt.Printf("job finished in %v: %s (%s), %s\n", res.Duration.Round(time.Millisecond), count(res.Restarts, "restart"),
+		count(int64(kills)-k.left.Load(), "injected failure"), count(res.Checkpoints.Completed, "checkpoint"))
 
 	got, err := readCommitted(ctx, addrs, out)
 	if err != nil {
@@ -290,4 +290,13 @@ func (k *killer) check() {
 		k.last.Store(done)
 		panic(fmt.Sprintf("injected failure at record %d", c))
 	}
+}
+
+// count is n and word, in the plural unless n is 1 ("1 restart", "2
+// restarts").
+func count[N int | int64](n N, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -98,5 +98,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sensors:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("stopped after %v: %d windows, %d checkpoints\n", res.Duration.Round(time.Millisecond), windows.Load(), res.Checkpoints.Completed)
+	fmt.Printf("stopped after %v: %s, %s\n", res.Duration.Round(time.Millisecond), count(windows.Load(), "window"),
+		count(res.Checkpoints.Completed, "checkpoint"))
+}
+
+// count is n and word, in the plural unless n is 1 ("1 restart", "2
+// restarts").
+func count[N int | int64](n N, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

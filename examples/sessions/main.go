@@ -151,6 +151,14 @@ func sortSessions(s []session) []session {
 func run(ctx context.Context, p params, out *os.File) error {
 	per := input(p)
 	want := batch(per)
+	sent := 0
+	for _, cs := range per {
+		sent += len(cs)
+	}
+	if sent < p.clicks {
+		fmt.Fprintf(out, "%d clicks generated, %d sent: source subtask %d goes idle halfway, so the %d clicks of its users' second half are never sent\n",
+			p.clicks, sent, p.sources-1, p.clicks-sent)
+	}
 
 	// Every other source has finished by the time the idle one ends: it
 	// waits for them, as an endless, quiet partition would.
@@ -204,8 +212,8 @@ func run(ctx context.Context, p params, out *os.File) error {
 	if err := verify(want, sessions); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "verified: %d sessions of %d users equal the batch computation (%d restarts, %d checkpoints, %v)\n",
-		len(want), p.users, res.Restarts, res.Checkpoints.Completed, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "verified: %d sessions of %d users equal the batch computation (%s, %s, %v)\n",
+		len(want), p.users, count(res.Restarts, "restart"), count(res.Checkpoints.Completed, "checkpoint"), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -345,4 +353,13 @@ func (r *clickReader) Seek(pos []byte) error {
 	}
 	r.i = int(i)
 	return nil
+}
+
+// count is n and word, in the plural unless n is 1 ("1 restart", "2
+// restarts").
+func count[N int | int64](n N, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

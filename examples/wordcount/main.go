@@ -1,5 +1,6 @@
 // Command wordcount counts the words of a text with a parallel keyed
-// count and prints the most frequent ones.
+// count, prints the most frequent ones and checks every count against a
+// direct count of the text (it exits non-zero if one differs).
 //
 //	go run ./examples/wordcount              # the embedded text
 //	go run ./examples/wordcount -file F -p 4 -top 20
@@ -11,6 +12,7 @@ import (
 	_ "embed"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"sort"
@@ -58,10 +60,8 @@ func run(file string, par, top int) error {
 	env := weir.NewEnvironment(weir.WithParallelism(par))
 	text := weir.FromSlice(env, lines).Name("lines")
 	words := weir.FlatMap(text, func(line string, emit func(WordCount)) {
-		for _, w := range strings.FieldsFunc(strings.ToLower(line), func(r rune) bool {
-			return !unicode.IsLetter(r) && r != '\''
-		}) {
-			emit(WordCount{Word: strings.Trim(w, "'"), Count: 1})
+		for _, w := range split(line) {
+			emit(WordCount{Word: w, Count: 1})
 		}
 	}).Name("split").WithCodec(wcCodec)
 	counts := weir.Reduce(weir.KeyBy(words, func(w WordCount) string { return w.Word }, codec.String()),
@@ -75,9 +75,19 @@ func run(file string, par, top int) error {
 	}
 	latest := map[string]int64{}
 	for _, wc := range final.Values() {
-		if wc.Word != "" && wc.Count > latest[wc.Word] {
+		if wc.Count > latest[wc.Word] {
 			latest[wc.Word] = wc.Count
 		}
+	}
+	// The job's answer against a plain count of the same words.
+	want := map[string]int64{}
+	for _, line := range lines {
+		for _, w := range split(line) {
+			want[w]++
+		}
+	}
+	if !maps.Equal(latest, want) {
+		return fmt.Errorf("the job counted %d distinct words, a direct count %d, and they differ", len(latest), len(want))
 	}
 	type kv struct {
 		w string
@@ -99,7 +109,22 @@ func run(file string, par, top int) error {
 	for i := 0; i < top && i < len(all); i++ {
 		fmt.Printf("%6d  %s\n", all[i].n, all[i].w)
 	}
+	fmt.Println("verified: every word's count equals a direct count of the text")
 	return nil
+}
+
+// split returns the words of line: runs of letters and apostrophes,
+// lower-cased, without leading or trailing apostrophes (none empty).
+func split(line string) []string {
+	var words []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(line), func(r rune) bool {
+		return !unicode.IsLetter(r) && r != '\''
+	}) {
+		if w = strings.Trim(w, "'"); w != "" {
+			words = append(words, w)
+		}
+	}
+	return words
 }
 
 func readLines(file string) ([]string, error) {

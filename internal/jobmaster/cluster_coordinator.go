@@ -519,7 +519,13 @@ func (a *clusterAttempt) post(k state.TaskKey, m cluster.CoordinatorMessage, res
 			}
 		}
 		if err := a.send(context.Background(), worker, m); err != nil {
-			a.j.log.Warn("checkpoint message not sent", zap.String("worker", worker), zap.Error(err))
+			if errors.Is(err, cluster.ErrNotConnected) {
+				// The worker is gone (its loss fails the attempt over
+				// already): nothing else needs attention.
+				a.j.log.Info("checkpoint message not sent: the worker is no longer connected", zap.String("worker", worker))
+			} else {
+				a.j.log.Warn("checkpoint message not sent", zap.String("worker", worker), zap.Error(err))
+			}
 			a.workerLost(worker, err)
 		}
 	})

@@ -161,13 +161,23 @@ func (f *failover) runAttempt(ctx context.Context, a attempt) error {
 		once.Do(func() {
 			// A failing attempt takes no more checkpoints while its
 			// tasks stop (Flink suspends the scheduler on failover).
-			coord.Detach(err)
+			coord.Detach(detachReason(ctx, err))
 		})
 	})
 	if cause := context.Cause(actx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause
 	}
-	coord.Detach(err)
+	coord.Detach(detachReason(ctx, err))
+	return err
+}
+
+// detachReason is what the coordinator is told when an attempt of the job
+// whose context is ctx ends with err: a cancellation of the job is said
+// to be one (not logged as a failed attempt).
+func detachReason(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", coordinator.ErrJobCanceled, err)
+	}
 	return err
 }
 
