@@ -160,7 +160,13 @@ func NewInterval[L, R any](b state.KeyedBackend, cfg IntervalConfig, lc codec.Co
 		}
 	}
 	for s, side := range [2]string{"left", "right"} {
-		id, err := b.Register("_interval/"+name+"/"+side+".2", state.KindList)
+		// A list of framed elements: a side's codec's encoding, its
+		// length, its timestamp (frame, prev).
+		format := codec.FormatIdentity("interval-element.2", any(lc))
+		if s == 1 {
+			format = codec.FormatIdentity("interval-element.2", any(rc))
+		}
+		id, err := state.RegisterStateFormat(b, "_interval/"+name+"/"+side+".2", state.KindList, format)
 		if err != nil {
 			return nil, fmt.Errorf("join: interval join %q: %w", name, err)
 		}
