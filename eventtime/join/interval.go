@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/eventtime"
@@ -88,14 +89,25 @@ type IntervalOutput[L, R any] interface {
 // elements in ascending timestamp order (arrival order among equal
 // timestamps), each framed as
 //
-//	uvarint length | encoded element | timestamp (8 bytes, big endian, sign bit flipped)
+//	encoded element | its length (uvarint, bytes reversed) | timestamp (8 bytes, big endian, sign bit flipped)
 //
-// so that the last 8 bytes are the latest timestamp: elements in
-// timestamp order are appended, one backend call. A side of a key has a
-// cleanup timer (eventtime.TimerService) at the cleanup time of its
-// earliest element, which removes the elements whose cleanup time the
-// watermark reached and sets the timer again for the next. Checkpoints,
-// savepoints and rescaling by key group need nothing from the core.
+// so that a list is read from its end: the last 8 bytes are the latest
+// timestamp (elements in timestamp order are appended, one backend call),
+// and the length before them leads to the element before. Every walk
+// starts at the end and stops where the timestamps leave the range it
+// looks for: the elements a new one joins (timestamps in order: the last
+// few, however many the watermark has yet to clean up), the place of an
+// element out of order, the elements a cleanup keeps. A key has one
+// cleanup timer (eventtime.TimerService, empty namespace) for both sides,
+// at the earliest cleanup time of their earliest elements, which removes
+// the elements of both sides whose cleanup time the watermark reached and
+// sets the timer again for the next: the two sides of a key are often
+// cleaned at the same time, by one timer. Checkpoints, savepoints and
+// rescaling by key group need nothing from the core.
+//
+// The list states are named "_interval/<name>/left.2" and ".../right.2":
+// the buffers of the first layout ("_interval/<name>/left", length first,
+// one timer per side) are refused by NewInterval, not misread.
 //
 // It is pure: elements and watermarks come in as method calls, joins
 // leave through the Output; it reads no clock and starts no goroutine.
@@ -120,9 +132,9 @@ type Interval[L, R any] struct {
 	wm     int64
 	late   int64
 
-	ns    [1]byte
-	elem  []byte // scratch: an element being added
-	arena []byte // scratch: elements a scan matched, a list rewritten
+	elem  []byte  // scratch: an element being added
+	arena []byte  // scratch: elements a scan matched, a list rewritten
+	ends  []int32 // scratch: where the frames a scan matched end, last first
 }
 
 // NewInterval returns the interval join cfg over backend b, continuing from
@@ -141,14 +153,20 @@ func NewInterval[L, R any](b state.KeyedBackend, cfg IntervalConfig, lc codec.Co
 		name = "interval"
 	}
 	j := &Interval[L, R]{b: b, lc: lc, rc: rc, out: out, lo: lo, hi: hi, wm: math.MinInt64}
-	for s, side := range [2]string{"left", "right"} {
-		// A list of framed elements: a side's codec's encoding, then its
-		// timestamp (elemHead, add).
-		format := codec.FormatIdentity("interval-element", any(lc))
-		if s == 1 {
-			format = codec.FormatIdentity("interval-element", any(rc))
+	for _, m := range b.States() {
+		if m.Name == "_interval/"+name+"/left" || m.Name == "_interval/"+name+"/right" {
+			return nil, fmt.Errorf("join: interval join %q: state %q is in the layout of an earlier weir version, which this one does not read: "+
+				"restore the job from a checkpoint or savepoint without the join's buffers", name, m.Name)
 		}
-		id, err := state.RegisterStateFormat(b, "_interval/"+name+"/"+side, state.KindList, format)
+	}
+	for s, side := range [2]string{"left", "right"} {
+		// A list of framed elements: a side's codec's encoding, its
+		// length, its timestamp (frame, prev).
+		format := codec.FormatIdentity("interval-element.2", any(lc))
+		if s == 1 {
+			format = codec.FormatIdentity("interval-element.2", any(rc))
+		}
+		id, err := state.RegisterStateFormat(b, "_interval/"+name+"/"+side+".2", state.KindList, format)
 		if err != nil {
 			return nil, fmt.Errorf("join: interval join %q: %w", name, err)
 		}
@@ -179,7 +197,7 @@ func (j *Interval[L, R]) ProcessLeft(v L, ts int64) error {
 		j.late++
 		return j.out.LateLeft(v, ts)
 	}
-	if err := j.add(Left, ts, j.lc.Append(j.elemHead(), v)); err != nil {
+	if err := j.add(Left, ts, j.lc.Append(j.elem[:0], v)); err != nil {
 		return err
 	}
 	return j.scan(Right, satAdd(ts, j.lo), satAdd(ts, j.hi), func(p []byte, rts int64) error {
@@ -202,7 +220,7 @@ func (j *Interval[L, R]) ProcessRight(v R, ts int64) error {
 		j.late++
 		return j.out.LateRight(v, ts)
 	}
-	if err := j.add(Right, ts, j.rc.Append(j.elemHead(), v)); err != nil {
+	if err := j.add(Right, ts, j.rc.Append(j.elem[:0], v)); err != nil {
 		return err
 	}
 	return j.scan(Left, satSub(ts, j.hi), satSub(ts, j.lo), func(p []byte, lts int64) error {
@@ -248,39 +266,47 @@ func (j *Interval[L, R]) cleanupTime(s Side, ts int64) int64 {
 	return ts
 }
 
-// elemHead returns the scratch buffer with room for an element's length
-// prefix, which add fills in.
-func (j *Interval[L, R]) elemHead() []byte {
-	j.elem = append(j.elem[:0], make([]byte, binary.MaxVarintLen64)...)
+// frame turns enc (in j.elem), an element's encoding, into the element's
+// frame with timestamp ts.
+func (j *Interval[L, R]) frame(enc []byte, ts int64) []byte {
+	n := len(enc)
+	enc = binary.AppendUvarint(enc, uint64(n))
+	slices.Reverse(enc[n:]) // read backwards, the length is a uvarint
+	j.elem = binary.BigEndian.AppendUint64(enc, uint64(ts)^(1<<63))
 	return j.elem
 }
 
-// frame turns enc (j.elem), an element's encoding after a
-// MaxVarintLen64 gap, into the element's frame with timestamp ts.
-func (j *Interval[L, R]) frame(enc []byte, ts int64) []byte {
-	n := len(enc) - binary.MaxVarintLen64
-	j.elem = binary.BigEndian.AppendUint64(enc, uint64(ts)^(1<<63))
-	var lenBuf [binary.MaxVarintLen64]byte
-	k := binary.PutUvarint(lenBuf[:], uint64(n))
-	f := j.elem[binary.MaxVarintLen64-k:]
-	copy(f, lenBuf[:k])
-	return f
-}
-
-// next splits the first element frame off list: its encoding, its
-// timestamp, its length in bytes.
-func next(list []byte) (enc []byte, ts int64, size int, err error) {
-	n, k := binary.Uvarint(list)
-	if k <= 0 || uint64(len(list)-k) < n+8 {
-		return nil, 0, 0, fmt.Errorf("%w: interval join element framing", state.ErrCorruptState)
+// prev reads the frame of list that ends at end (> 0): where it starts,
+// its encoding, its timestamp.
+func prev(list []byte, end int) (start int, enc []byte, ts int64, err error) {
+	if end < 9 || end > len(list) {
+		return 0, nil, 0, errFraming
 	}
-	end := k + int(n)
-	return list[k:end], getTimestamp(list[end:]), end + 8, nil
+	ts = getTimestamp(list[end-8 : end])
+	p, n := end-8, uint64(0)
+	for shift := 0; ; shift += 7 {
+		p--
+		if p < 0 || shift > 63 {
+			return 0, nil, 0, errFraming
+		}
+		b := list[p]
+		n |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			break
+		}
+	}
+	if n > uint64(p) {
+		return 0, nil, 0, errFraming
+	}
+	start = p - int(n)
+	return start, list[start:p], ts, nil
 }
 
-// add adds the element enc (after a MaxVarintLen64 gap) at ts to side s of
-// the current key, behind the elements at ts or before: appended when it
-// is the latest; a new earliest element sets the side's cleanup timer.
+var errFraming = fmt.Errorf("%w: interval join element framing", state.ErrCorruptState)
+
+// add adds the element enc (in j.elem) at ts to side s of the current key,
+// behind the elements at ts or before: appended when it is the latest; a
+// new earliest element sets the key's cleanup timer.
 func (j *Interval[L, R]) add(s Side, ts int64, enc []byte) error {
 	f := j.frame(enc, ts)
 	list, _, err := j.b.Get(j.ids[s], nil)
@@ -291,18 +317,18 @@ func (j *Interval[L, R]) add(s Side, ts int64, enc []byte) error {
 		// The common case, timestamps in order.
 		return j.b.Append(j.ids[s], f)
 	}
-	// Out of order (or the first): inserted before the first element
-	// after ts.
-	at := 0
-	for at < len(list) {
-		_, t, size, err := next(list[at:])
+	// Out of order (or the first): inserted behind the last element at
+	// ts or before.
+	at := len(list)
+	for at > 0 {
+		start, _, t, err := prev(list, at)
 		if err != nil {
 			return err
 		}
-		if t > ts {
+		if t <= ts {
 			break
 		}
-		at += size
+		at = start
 	}
 	j.arena = append(append(append(j.arena[:0], list[:at]...), f...), list[at:]...)
 	if err := j.b.Put(j.ids[s], nil, j.arena); err != nil {
@@ -311,16 +337,9 @@ func (j *Interval[L, R]) add(s Side, ts int64, enc []byte) error {
 	if at > 0 {
 		return nil
 	}
-	// A new earliest element: the side's cleanup timer at its cleanup
+	// A new earliest element: the key's cleanup timer at its cleanup
 	// time (one set for a later element fires and finds less to do).
-	return j.timers.RegisterEventTimeTimer(j.cleanupTime(s, ts), j.namespace(s))
-}
-
-// namespace is the namespace of side s's cleanup timers: one byte, the
-// side.
-func (j *Interval[L, R]) namespace(s Side) []byte {
-	j.ns[0] = byte(s)
-	return j.ns[:1]
+	return j.timers.RegisterEventTimeTimer(j.cleanupTime(s, ts), nil)
 }
 
 // scan calls fn for each element of side s of the current key at a
@@ -333,75 +352,96 @@ func (j *Interval[L, R]) scan(s Side, from, to int64, fn func(p []byte, ts int64
 	if err != nil {
 		return err
 	}
-	start, end := -1, 0
-	for at := 0; at < len(list); {
-		_, t, size, err := next(list[at:])
+	// The matches are the frames list[lo:hi]: from the end, skip those
+	// after to, take those from from on.
+	lo, hi := -1, len(list)
+	j.ends = j.ends[:0]
+	for end := len(list); end > 0; {
+		start, _, t, err := prev(list, end)
 		if err != nil {
 			return err
 		}
-		if t > to {
+		if t < from {
 			break
 		}
-		if t >= from && start < 0 {
-			start = at
+		if t > to {
+			hi = start
+		} else {
+			lo = start
+			j.ends = append(j.ends, int32(end))
 		}
-		at += size
-		end = at
+		end = start
 	}
-	if start < 0 {
+	if lo < 0 {
 		return nil
 	}
 	// The list is the backend's until its next call, and a value decoded
 	// from it might keep its bytes: the matches are copied.
-	j.arena = append(j.arena[:0], list[start:end]...)
-	for p := j.arena; len(p) > 0; {
-		enc, t, size, err := next(p)
+	j.arena = append(j.arena[:0], list[lo:hi]...)
+	for i := len(j.ends) - 1; i >= 0; i-- {
+		_, enc, t, err := prev(j.arena, int(j.ends[i])-lo)
 		if err != nil {
 			return err
 		}
 		if err := fn(enc, t); err != nil {
 			return err
 		}
-		p = p[size:]
 	}
 	return nil
 }
 
-// cleanup removes, when the side's cleanup timer of the timer's key
-// fires, the side's elements whose cleanup time the watermark reached (a
-// prefix of its list), and sets the timer again for the earliest left.
+// cleanup removes, when the cleanup timer of the timer's key fires, the
+// elements of both sides whose cleanup time the watermark reached (a
+// prefix of each list), and sets the timer again for the earliest cleanup
+// time left.
 func (j *Interval[L, R]) cleanup(t eventtime.Timer) error {
-	if len(t.Namespace) != 1 || t.Namespace[0] > byte(Right) {
+	if len(t.Namespace) != 0 {
 		return fmt.Errorf("%w: interval join timer namespace of %d bytes", state.ErrCorruptState, len(t.Namespace))
 	}
-	s := Side(t.Namespace[0])
-	list, _, err := j.b.Get(j.ids[s], nil)
-	if err != nil {
-		return err
-	}
-	at, first := 0, int64(0)
-	for at < len(list) {
-		_, ts, size, err := next(list[at:])
+	next, ok := int64(math.MaxInt64), false
+	for s := range Side(2) {
+		first, left, err := j.cleanupSide(s)
 		if err != nil {
 			return err
 		}
-		if j.cleanupTime(s, ts) > j.wm {
-			first = ts
+		if left {
+			next, ok = min(next, j.cleanupTime(s, first)), true
+		}
+	}
+	if !ok {
+		return nil
+	}
+	return j.timers.RegisterEventTimeTimer(next, nil)
+}
+
+// cleanupSide removes the elements of side s of the current key whose
+// cleanup time the watermark reached and returns the timestamp of the
+// earliest left, if any is.
+func (j *Interval[L, R]) cleanupSide(s Side) (first int64, left bool, err error) {
+	list, _, err := j.b.Get(j.ids[s], nil)
+	if err != nil {
+		return 0, false, err
+	}
+	// From the end, the elements kept: list[at:], the earliest at first.
+	at := len(list)
+	for at > 0 {
+		start, _, ts, err := prev(list, at)
+		if err != nil {
+			return 0, false, err
+		}
+		if j.cleanupTime(s, ts) <= j.wm {
 			break
 		}
-		at += size
+		at, first = start, ts
 	}
 	switch {
 	case at == 0:
-		return nil // the timer of an earliest element that went already
+		return first, len(list) > 0, nil
 	case at == len(list):
-		return j.b.Clear(j.ids[s])
+		return 0, false, j.b.Clear(j.ids[s])
 	}
 	j.arena = append(j.arena[:0], list[at:]...)
-	if err := j.b.Put(j.ids[s], nil, j.arena); err != nil {
-		return err
-	}
-	return j.timers.RegisterEventTimeTimer(j.cleanupTime(s, first), j.namespace(s))
+	return first, true, j.b.Put(j.ids[s], nil, j.arena)
 }
 
 // Buffered calls fn for every element of side s, of every key, with its
@@ -409,15 +449,23 @@ func (j *Interval[L, R]) cleanup(t eventtime.Timer) error {
 // in its list's order (for inspection and tests).
 func (j *Interval[L, R]) Buffered(s Side, fn func(key []byte, ts int64, left L, right R) error) error {
 	var ferr error
+	var ends []int
 	err := j.b.Entries(j.ids[s], func(key []byte, _ int, _, list []byte) bool {
-		for len(list) > 0 {
-			enc, ts, size, err := next(list)
+		ends = ends[:0]
+		for end := len(list); end > 0; {
+			start, _, _, err := prev(list, end)
 			if err != nil {
 				ferr = err
 				return false
 			}
+			ends = append(ends, end)
+			end = start
+		}
+		for i := len(ends) - 1; i >= 0; i-- {
+			_, enc, ts, _ := prev(list, ends[i])
 			var l L
 			var r R
+			var err error
 			if s == Left {
 				l, err = j.lc.Decode(enc)
 			} else {
@@ -430,7 +478,6 @@ func (j *Interval[L, R]) Buffered(s Side, fn func(key []byte, ts int64, left L, 
 				ferr = err
 				return false
 			}
-			list = list[size:]
 		}
 		return true
 	})
