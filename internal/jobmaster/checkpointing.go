@@ -126,7 +126,7 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 		if jobID == "" {
 			jobID = uuid.NewString()
 		}
-		if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: dir, JobID: jobID, Logger: log}); err != nil {
+		if storage, err = openStorage(dir, jobID, log); err != nil {
 			return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
 		}
 		log.Info("checkpoint storage", zap.String("dir", dir), zap.String("job", jobID))
@@ -171,16 +171,14 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 		coordinator.WithLogger(log),
 		coordinator.OnFailure(func(err error) { ck.failAttempt(err) }),
 	}
-	if fs, ok := storage.(*state.FileStorage); ok {
-		// Continue after checkpoints an earlier run left in the directory
-		// instead of overwriting them.
-		ids, err := fs.Checkpoints()
-		if err != nil {
-			return nil, nil, fmt.Errorf("weir: checkpoint storage: listing earlier checkpoints: %w", err)
-		}
-		if len(ids) > 0 {
-			opts = append(opts, coordinator.WithFirstCheckpointID(ids[0]+1))
-		}
+	// Continue after checkpoints an earlier run left in the storage
+	// instead of overwriting them.
+	ids, err := storage.Checkpoints()
+	if err != nil {
+		return nil, nil, fmt.Errorf("weir: checkpoint storage: listing earlier checkpoints: %w", err)
+	}
+	if len(ids) > 0 {
+		opts = append(opts, coordinator.WithFirstCheckpointID(ids[0]+1))
 	}
 	var cstore coordinator.Storage = storage
 	cfg := cc.Coordinator
@@ -250,8 +248,8 @@ func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *depl
 		return fail(errors.New("not a directory"))
 	}
 	ownDir := ""
-	if fs, ok := own.(*state.FileStorage); ok && fs.Dir() != "" {
-		ownDir, _ = filepath.Abs(fs.Dir())
+	if loc, ok := locationOf(own); ok {
+		ownDir, _ = filepath.Abs(filepath.Join(loc.Root, loc.JobID))
 	}
 	base := filepath.Base(abs)
 	if v, ok := strings.CutPrefix(base, "chk-"); ok {

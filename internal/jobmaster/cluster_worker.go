@@ -448,7 +448,7 @@ func (w *worker) deployment(d *cluster.Deploy, pl *deploy.Placement) (*deploy.De
 		return nil, fmt.Errorf("weir: worker: bad job ID: %w", err)
 	}
 	pl.Job = job
-	storage, err := state.NewFileStorage(state.FileStorageConfig{Dir: d.CheckpointDir, JobID: d.CheckpointJobID, Logger: w.log})
+	storage, err := openLocation(storageLocation(d.Checkpoints), w.log)
 	if err != nil {
 		return nil, fmt.Errorf("weir: worker: checkpoint storage: %w", err)
 	}
@@ -458,7 +458,10 @@ func (w *worker) deployment(d *cluster.Deploy, pl *deploy.Placement) (*deploy.De
 		if err != nil {
 			return nil, fmt.Errorf("weir: worker: restore point: %w", err)
 		}
-		reader, err := state.NewFileStorage(state.FileStorageConfig{Dir: d.RestoreDir, Logger: w.log})
+		if d.RestoreFrom == nil {
+			return nil, errors.New("weir: worker: restore point without its storage's location")
+		}
+		reader, err := openLocation(storageLocation(*d.RestoreFrom), w.log)
 		if err != nil {
 			return nil, fmt.Errorf("weir: worker: restore point: %w", err)
 		}
