@@ -82,7 +82,7 @@ func TestRoundTrip(t *testing.T) {
 	st := open(t, config(srv, "job-a"))
 	small := []byte("hello, object storage")
 	large := bytes.Repeat([]byte("0123456789abcdef"), s3.MinPartSize/16+3) // two parts
-	parts := srv.Inject(&s3test.Fault{Match: s3test.IsPart})         // counts, fails nothing
+	parts := srv.Inject(&s3test.Fault{Match: s3test.IsPart})               // counts, fails nothing
 	hs := write(t, st, 1, "small", small)
 	hl := write(t, st, 1, "large", large)
 	require.Equal(t, 2, srv.Hits(parts))
