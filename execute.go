@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -163,13 +164,17 @@ func (j *Job) TriggerSavepoint(ctx context.Context, dir string) (string, error) 
 	return p, wrapTriggerErr("savepoint", err)
 }
 
-// savepointDir checks that the job checkpoints and makes dir absolute.
+// savepointDir checks that the job checkpoints and makes dir absolute (a
+// URL, as s3://bucket/prefix, stays as it is).
 func (j *Job) savepointDir(dir string) (string, error) {
 	if j.m.Coordinator() == nil {
 		return "", ErrNoCheckpointing
 	}
 	if dir == "" {
 		return "", errors.New("weir: savepoint needs a target directory")
+	}
+	if strings.Contains(dir, "://") {
+		return dir, nil
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

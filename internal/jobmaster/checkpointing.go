@@ -22,6 +22,7 @@ import (
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/state/s3"
 	"github.com/weirstream/weir/task"
 )
 
@@ -121,7 +122,11 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 			jobID = haJob
 		}
 		if jobID == "" && cc.RestoreFrom != "" && cc.Dir != "" {
-			jobID = restoredJobID(cc.RestoreFrom, cc.Dir)
+			if s3.IsURL(cc.Dir) {
+				jobID = restoredObjectJobID(cc.RestoreFrom, cc.Dir)
+			} else {
+				jobID = restoredJobID(cc.RestoreFrom, cc.Dir)
+			}
 		}
 		if jobID == "" {
 			jobID = uuid.NewString()
@@ -129,6 +134,8 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 		if storage, err = openStorage(dir, jobID, log); err != nil {
 			return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
 		}
+		opened := storage
+		cleanups = append(cleanups, func() { closeStorage(opened, log) })
 		log.Info("checkpoint storage", zap.String("dir", dir), zap.String("job", jobID))
 	}
 	// A highly available job's coordinators share its place by design:
@@ -154,8 +161,15 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 	}
 	var claim bool
 	if cc.RestoreFrom != "" {
-		rp, c, err := openRestorePoint(cc.RestoreFrom, storage, log)
-		if err != nil {
+		var rp *deploy.RestorePoint
+		var c bool
+		if s3.IsURL(cc.RestoreFrom) {
+			var done func()
+			if rp, c, done, err = openObjectRestorePoint(cc.RestoreFrom, storage, log); err != nil {
+				return nil, nil, fmt.Errorf("weir: restore from %s: %w", cc.RestoreFrom, err)
+			}
+			cleanups = append(cleanups, done)
+		} else if rp, c, err = openRestorePoint(cc.RestoreFrom, storage, log); err != nil {
 			return nil, nil, err
 		}
 		ck.from, claim = rp, c
@@ -224,6 +238,21 @@ func restoredJobID(restore, root string) string {
 		return filepath.Base(r)
 	}
 	return ""
+}
+
+// restoredObjectJobID is restoredJobID for a checkpoint root on object
+// storage: the job ID of the place under root that restore names or lies
+// in, or "".
+func restoredObjectJobID(restore, root string) string {
+	rest, ok := strings.CutPrefix(strings.TrimSuffix(restore, "/"), strings.TrimSuffix(root, "/")+"/")
+	if !ok {
+		return ""
+	}
+	job, _, _ := strings.Cut(rest, "/")
+	if state.ValidJobID(job) != nil {
+		return ""
+	}
+	return job
 }
 
 // openRestorePoint opens path, which is a savepoint directory, a

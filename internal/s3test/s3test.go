@@ -7,8 +7,10 @@
 package s3test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -207,4 +209,34 @@ func And(ms ...func(*http.Request) bool) func(*http.Request) bool {
 		}
 		return true
 	}
+}
+
+// Keys lists the keys of bucket that start with prefix.
+func (s *Server) Keys(bucket, prefix string) ([]string, error) {
+	p := gofakes3.NewPrefix(&prefix, nil)
+	list, err := s.backend.ListBucket(bucket, &p, gofakes3.ListBucketPage{})
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, c := range list.Contents {
+		keys = append(keys, c.Key)
+	}
+	return keys, nil
+}
+
+// Get returns an object's bytes.
+func (s *Server) Get(bucket, key string) ([]byte, error) {
+	o, err := s.backend.GetObject(bucket, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer o.Contents.Close()
+	return io.ReadAll(o.Contents)
+}
+
+// Put writes an object (a test's corruption of a state file).
+func (s *Server) Put(bucket, key string, data []byte) error {
+	_, err := s.backend.PutObject(bucket, key, map[string]string{}, bytes.NewReader(data), int64(len(data)), nil)
+	return err
 }

@@ -28,9 +28,11 @@ type Config struct {
 	// Prefix is the key prefix of the checkpoint root ("": the bucket's
 	// root); the job's place is Prefix/JobID/.
 	Prefix string
-	// JobID is the job whose checkpoints the storage holds (required; a
-	// valid state job ID): two jobs on one bucket and prefix never see
-	// each other's checkpoints.
+	// JobID is the job whose checkpoints the storage holds (a valid
+	// state job ID): its place is Prefix/JobID/, so two jobs on one bucket
+	// and prefix never see each other's checkpoints. Empty: the place is
+	// Prefix itself (to read a savepoint, or a place named by its URL),
+	// and no job ID is recorded.
 	JobID string
 	// Endpoint is the S3 endpoint: a URL ("http://127.0.0.1:9000") or a
 	// host[:port], which is reached over HTTPS. "" is AWS S3. A custom
@@ -78,8 +80,10 @@ func (c Config) Validate() error {
 	} else if err := validBucket(c.Bucket); err != nil {
 		errs = append(errs, err)
 	}
-	if err := state.ValidJobID(c.JobID); err != nil {
-		errs = append(errs, fmt.Errorf("s3: %w", err))
+	if c.JobID != "" {
+		if err := state.ValidJobID(c.JobID); err != nil {
+			errs = append(errs, fmt.Errorf("s3: %w", err))
+		}
 	}
 	if strings.HasPrefix(c.Prefix, "/") || strings.Contains(c.Prefix, "//") {
 		errs = append(errs, fmt.Errorf("s3: invalid prefix %q", c.Prefix))

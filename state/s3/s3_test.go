@@ -288,7 +288,7 @@ func TestOpenErrors(t *testing.T) {
 		{"missing bucket", func(c *s3.Config) { c.Bucket = "nope" }, `bucket "nope" does not exist`},
 		{"wrong credentials", func(c *s3.Config) { c.AccessKeyID = "wrong" }, "credentials were refused"},
 		{"bad bucket name", func(c *s3.Config) { c.Bucket = "Bad_Bucket" }, "invalid bucket name"},
-		{"no job", func(c *s3.Config) { c.JobID = "" }, "invalid job ID"},
+		{"bad job", func(c *s3.Config) { c.JobID = "chk-1" }, "invalid job ID"},
 		{"bad endpoint", func(c *s3.Config) { c.Endpoint = "ftp://x" }, "scheme must be http or https"},
 		{"small parts", func(c *s3.Config) { c.PartSize = 1 << 20 }, "PartSize"},
 	} {

@@ -71,12 +71,14 @@ func New(ctx context.Context, cfg Config) (*Storage, error) {
 			&credentials.FileAWSCredentials{},
 		})
 	}
-	s := &Storage{cfg: cfg, bucket: cfg.Bucket, jobID: cfg.JobID, placed: true, log: cfg.Logger}
+	s := &Storage{cfg: cfg, bucket: cfg.Bucket, jobID: cfg.JobID, placed: cfg.JobID != "", log: cfg.Logger}
 	s.root = Scheme + cfg.Bucket
 	if cfg.Prefix != "" {
 		s.root += "/" + cfg.Prefix
 	}
-	s.place = joinKey(cfg.Prefix, cfg.JobID) + "/"
+	if s.place = joinKey(cfg.Prefix, cfg.JobID); s.place != "" {
+		s.place += "/"
+	}
 	rt := cfg.Transport
 	if rt == nil {
 		tr, err := minio.DefaultTransport(secure)
@@ -668,8 +670,11 @@ func (s *Storage) ExportSavepoint(m state.Metadata, dir string) (string, error) 
 // place of bucket, itself (a savepoint).
 func (s *Storage) sub(bucket, place, jobID string) *Storage {
 	sp := &Storage{cfg: s.cfg, client: s.client, core: s.core, bucket: bucket, jobID: jobID, log: s.log}
-	sp.root = Scheme + bucket + "/" + place
-	sp.place = place + "/"
+	sp.root = Scheme + bucket
+	if place != "" {
+		sp.root += "/" + place
+		sp.place = place + "/"
+	}
 	sp.mu.shared = map[barrier.CheckpointID][]string{}
 	return sp
 }
