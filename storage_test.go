@@ -211,3 +211,40 @@ func TestObjectStorageConfigErrors(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "nobody")
 	require.ErrorContains(t, run("s3://ckpt/x"), "credentials were refused")
 }
+
+// A state file's upload fails for checkpoint 2 (every retry): that
+// checkpoint fails, its metadata is never written, later checkpoints
+// complete, and the job's output is exact.
+func TestObjectStorageFailedUploadFailsOnlyItsCheckpoint(t *testing.T) {
+	const n, at = 10000, 3000
+	srv, err := s3test.Start("ckpt")
+	require.NoError(t, err)
+	defer srv.Close()
+	for k, v := range srv.Env() {
+		t.Setenv(k, v)
+	}
+	chk2 := s3test.KeyContains("/chk-2/")
+	meta2 := srv.Inject(&s3test.Fault{Match: s3test.And(chk2, s3test.IsPut, s3test.KeyContains(state.MetadataFile))}) // counts
+	fail := srv.Inject(&s3test.Fault{Match: s3test.And(chk2, s3test.IsPut), Status: 500})
+	ckpt := weir.CheckpointConfig{Interval: time.Hour, Dir: "s3://ckpt/jobs", TolerableFailures: 3}
+	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond), weir.WithCheckpointing(ckpt))
+	reached := make(chan struct{})
+	got := throttledSumJob(env, n, at, reached)
+	job, err := env.Start(testCtx(t))
+	require.NoError(t, err)
+	<-reached
+	_, err = job.TriggerCheckpoint(testCtx(t))
+	require.NoError(t, err)
+	_, err = job.TriggerCheckpoint(testCtx(t))
+	require.Error(t, err, "checkpoint 2's upload failed")
+	id, err := job.TriggerCheckpoint(testCtx(t))
+	if err == nil { // the job may already have finished
+		require.Equal(t, 3, int(id))
+	}
+	_, err = job.Wait()
+	require.NoError(t, err)
+	require.Positive(t, srv.Hits(fail))
+	require.Zero(t, srv.Hits(meta2), "no metadata for a checkpoint with a failed file")
+	require.Equal(t, wantSums(n), finalSums(got.Values()))
+	require.Len(t, got.Values(), n)
+}
