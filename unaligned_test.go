@@ -1,6 +1,7 @@
 package weir_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/task"
 )
 
 // watchedStorage is checkpoint storage in memory that counts, in the
@@ -384,4 +386,106 @@ func TestUnalignedCheckpointRestoresOnlyAtItsParallelism(t *testing.T) {
 		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d from %s", tc.p, tc.from)
 		require.Len(t, got.Values(), n, "p=%d from %s: one output per input", tc.p, tc.from)
 	}
+}
+
+// coJob connects held source a (parallelism 1) and held source b
+// (parallelism 3) into a slow CoMap at parallelism 2 that tags each value
+// with its source (1 or 2), into a checkpointed Collect; swapped connects
+// them the other way round, with the same result: the CoMap's input 0
+// then has 3 channels and its input 1 one, where they had 1 and 3.
+func coJob(env *weir.Environment, n int64, swapped bool, release func() error) (*weir.Collected[[2]int64], *atomic.Int64) {
+	var read atomic.Int64
+	src := func(name string, p int) *weir.Stream[[2]int64] {
+		return weir.FromPollingReader(env, name, func(sub, par int) (weir.PollingReader[[2]int64], error) {
+			return &heldReader{i: int64(sub), step: int64(par), n: n, release: release}, nil
+		}).WithCodec(pairCodec).Parallelism(p).UID(name)
+	}
+	a, b := src("a", 1), src("b", 3)
+	tag := func(t int64) func([2]int64) [2]int64 {
+		return func(v [2]int64) [2]int64 {
+			if read.Add(1)%64 == 0 {
+				time.Sleep(320 * time.Microsecond) // slow: the exchanges into the CoMap stay full
+			}
+			return [2]int64{t, v[1]}
+		}
+	}
+	var out *weir.Stream[[2]int64]
+	if swapped {
+		out = weir.CoMap(weir.Connect(b, a), tag(2), tag(1))
+	} else {
+		out = weir.CoMap(weir.Connect(a, b), tag(1), tag(2))
+	}
+	got, sink := weir.Collect(out.WithCodec(pairCodec).Parallelism(2).UID("co"))
+	sink.Parallelism(2).UID("collect")
+	return got, &read
+}
+
+// The channel state of a two-input task is recorded per input: an
+// unaligned checkpoint taken while both inputs have data in flight
+// restores exactly into the same job, and is refused by the job whose
+// inputs are swapped (the same number of channels, split otherwise),
+// where each channel's data would reach the other input.
+func TestUnalignedChannelStateKeepsItsInputs(t *testing.T) {
+	const n = 30000
+	dir := t.TempDir()
+	ctx := testCtx(t)
+	var hold atomic.Bool
+	hold.Store(true)
+	release := func() error {
+		if hold.Load() {
+			return nil
+		}
+		return io.EOF
+	}
+	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Unaligned: true, Dir: dir, RetainOnCancel: true}),
+		weir.WithJobID("co"))
+	_, read := coJob(env, n, false, release)
+	job, err := env.Start(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return read.Load() > 2000 }, time.Minute, time.Millisecond)
+
+	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: dir, JobID: "co"})
+	require.NoError(t, err)
+	var chk string
+	require.Eventually(t, func() bool {
+		id, err := job.TriggerCheckpoint(ctx)
+		require.NoError(t, err)
+		m, err := fs.ReadMetadata(id)
+		require.NoError(t, err)
+		for _, ts := range m.Tasks {
+			if c := ts.Channels; c != nil && len(c.Inputs) == 2 {
+				require.Equal(t, []int{1, 3}, c.Inputs)
+				chk = filepath.Join(dir, "co", fmt.Sprintf("chk-%d", id))
+				return true
+			}
+		}
+		return false // nothing was in flight into the CoMap: try again
+	}, time.Minute, 5*time.Millisecond)
+	job.Cancel()
+	_, err = job.Wait()
+	require.ErrorIs(t, err, context.Canceled)
+
+	run := func(swapped bool) (*weir.Collected[[2]int64], error) {
+		env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+			weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Unaligned: true}), weir.WithRestoreFrom(chk))
+		got, _ := coJob(env, n, swapped, func() error { return io.EOF })
+		_, err := env.Execute(ctx)
+		return got, err
+	}
+	_, err = run(true)
+	require.ErrorIs(t, err, task.ErrRescaleChannelState)
+	require.ErrorContains(t, err, "input channels [1 3] by input, now [3 1]")
+
+	got, err := run(false)
+	require.NoError(t, err)
+	vs := got.Values()
+	slices.SortFunc(vs, func(x, y [2]int64) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
+	want := make([][2]int64, 0, 2*n)
+	for src := int64(1); src <= 2; src++ {
+		for i := range int64(n) {
+			want = append(want, [2]int64{src, i})
+		}
+	}
+	require.Equal(t, want, vs)
 }

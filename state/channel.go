@@ -57,6 +57,13 @@ type ChannelStateHandle struct {
 	StreamHandle
 	// InputChannels is the number of input channels of the task's gate.
 	InputChannels int
+	// Inputs is the number of channels of each input edge of the task's
+	// chain head, in the gate's order (each input of a two-input
+	// operator, each stream of a union): they add up to InputChannels,
+	// and tell a restore that would hand a channel's data to another
+	// input than the one it was recorded for. Nil in a handle written
+	// before weir recorded it: only the total is known.
+	Inputs []int
 	// Subpartitions is the number of subpartitions of each output
 	// partition.
 	Subpartitions []int

@@ -20,8 +20,8 @@ import (
 //	file      = "WEIRMETA" version:u16le body crc:u32le        (crc32c of everything before it)
 //	body      = id timestamp:zigzag-varint kind:u8 jobID:string nTasks task*
 //	task      = vertex:string subtask snapshot
-//	snapshot  = tflags:u8 [channels] nOps op*    (tflags bit0 finished, bit1 channels)
-//	channels  = stream nInputs nOutputs nSubs*
+//	snapshot  = tflags:u8 [channels] nOps op*    (tflags bit0 finished, bit1 channels, bit2 inputs)
+//	channels  = stream nInputs nOutputs nSubs* [nEdges nChannels*]   (the last part if tflags bit2)
 //	op        = operatorID:string flags:u8 [keyed] [operator] [incr] [info]
 //	            (flags bit0 keyed, bit1 operator, bit2 incremental keyed, bit3 info)
 //	keyed     = stream start end nOffsets offset*
@@ -36,7 +36,10 @@ import (
 // Version 5 adds the operator info (flags bit3): the name of the operator,
 // for the errors of a restore that lacks it, and the schema (kind and
 // codec identities, see StateSchema) of each of its states, checked when a
-// restored operator registers them. Version 4 records the job ID and 64-bit content checksums (XXH64 of the
+// restored operator registers them. Within version 5, tflags bit2 adds
+// the channels of each input edge of the task to its channel state
+// (ChannelStateHandle.Inputs); a file without it restores checking
+// only the total. Version 4 records the job ID and 64-bit content checksums (XXH64 of the
 // whole state file, its binding header included: see FileOwner), and the
 // id must equal the N of the chk-N directory the file lies in.
 //
@@ -144,6 +147,9 @@ func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
 	}
 	if ts.Channels != nil {
 		tflags |= 2
+		if ts.Channels.Inputs != nil {
+			tflags |= 4
+		}
 	}
 	b = append(b, tflags)
 	if c := ts.Channels; c != nil {
@@ -152,6 +158,12 @@ func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
 		b = binary.AppendUvarint(b, uint64(len(c.Subpartitions)))
 		for _, n := range c.Subpartitions {
 			b = binary.AppendUvarint(b, uint64(n))
+		}
+		if c.Inputs != nil {
+			b = binary.AppendUvarint(b, uint64(len(c.Inputs)))
+			for _, n := range c.Inputs {
+				b = binary.AppendUvarint(b, uint64(n))
+			}
 		}
 	}
 	ops := sortedKeys(ts.Operators)
@@ -317,17 +329,41 @@ func (d *decoder) snapshot() TaskSnapshot {
 	var ts TaskSnapshot
 	if d.version >= 2 {
 		tflags := d.byte()
-		if tflags&^3 != 0 && d.err == nil {
+		known := byte(3)
+		if d.version >= 5 {
+			known = 7
+		}
+		if tflags&^known != 0 && d.err == nil {
 			d.err = fmt.Errorf("unknown task flags %#x", tflags)
+		}
+		if tflags&4 != 0 && tflags&2 == 0 && d.err == nil {
+			d.err = fmt.Errorf("task flags %#x: inputs without channel state", tflags)
 		}
 		ts.Finished = tflags&1 != 0
 		if tflags&2 != 0 {
 			c := &ChannelStateHandle{StreamHandle: d.stream()}
-			c.InputChannels = d.count()
+			c.InputChannels = d.channels()
 			if n := d.count(); n > 0 {
 				c.Subpartitions = make([]int, n)
 				for i := range c.Subpartitions {
 					c.Subpartitions[i] = int(d.uvarint())
+				}
+			}
+			if tflags&4 != 0 {
+				c.Inputs = make([]int, d.count())
+				left := uint64(c.InputChannels)
+				for i := range c.Inputs {
+					n := d.uvarint()
+					if n > left && d.err == nil {
+						d.err = fmt.Errorf("channel state: the inputs have more channels than its %d", c.InputChannels)
+					}
+					if d.err != nil {
+						break
+					}
+					c.Inputs[i], left = int(n), left-n
+				}
+				if left != 0 && d.err == nil {
+					d.err = fmt.Errorf("channel state: the inputs have %v channels, not %d", c.Inputs, c.InputChannels)
 				}
 			}
 			ts.Channels = c
@@ -446,6 +482,22 @@ func (d *decoder) count() int {
 	return int(v)
 }
 
+// maxChannels bounds the channel counts of a channel state handle: they
+// count channels, not bytes that follow, so count's bound does not apply.
+const maxChannels = 1 << 24
+
+// channels decodes a channel count.
+func (d *decoder) channels() int {
+	v := d.uvarint()
+	if v > maxChannels && d.err == nil {
+		d.err = fmt.Errorf("channel state of %d input channels", v)
+	}
+	if d.err != nil {
+		return 0
+	}
+	return int(v)
+}
+
 func (d *decoder) byte() byte {
 	if d.err != nil || len(d.b) == 0 {
 		d.err = cmpErr(d.err, errShort)
@@ -520,6 +572,7 @@ func (m Metadata) Clone() Metadata {
 		if ts.Channels != nil {
 			c := *ts.Channels
 			c.Subpartitions = slices.Clone(c.Subpartitions)
+			c.Inputs = slices.Clone(c.Inputs)
 			nts.Channels = &c
 		}
 		for op, st := range ts.Operators {

@@ -99,3 +99,19 @@ func (t *Task) NumInputs() int {
 // emitted (eventtime.MinWatermark before any). Only from the task's
 // goroutine, or after Run returned.
 func (t *Task) InputWatermarkOf(i int) int64 { return t.valve.InputWatermark(i) }
+
+// inputEdges returns the number of channels of each entry of the task's
+// inputs, in the gate's order (nil for a source task).
+func (t *Task) inputEdges() []int {
+	if t.cfg.Gate == nil {
+		return nil
+	}
+	if len(t.cfg.Inputs) == 0 {
+		return []int{t.cfg.Gate.NumChannels()}
+	}
+	n := make([]int, len(t.cfg.Inputs))
+	for i, in := range t.cfg.Inputs {
+		n[i] = in.Channels
+	}
+	return n
+}

@@ -3,6 +3,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/state"
@@ -44,6 +45,14 @@ func (t *Task) restoreChannelState() error {
 	if !same {
 		return &Error{Task: t.cfg.Name, Err: fmt.Errorf("%w (checkpoint %d: %d input channels and subpartitions %v, now %d and %v)",
 			ErrRescaleChannelState, r.ID, h.InputChannels, h.Subpartitions, inputs, t.subpartitions())}
+	}
+	// The same number of channels split otherwise among the inputs (an
+	// upstream operator's parallelism changed, inputs swapped) would
+	// hand one input's data to another. A handle of an older checkpoint
+	// does not say: its total is all there is to check.
+	if edges := t.inputEdges(); h.Inputs != nil && !slices.Equal(h.Inputs, edges) {
+		return &Error{Task: t.cfg.Name, Err: fmt.Errorf("%w (checkpoint %d: input channels %v by input, now %v)",
+			ErrRescaleChannelState, r.ID, h.Inputs, edges)}
 	}
 	cs, err := state.ReadChannelState(r.Reader, *h)
 	if err != nil {

@@ -327,6 +327,7 @@ func (t *Task) writeChannelState(ctx context.Context, s *channelState) (*state.C
 	if err != nil {
 		return nil, true, fmt.Errorf("channel state: %w", err)
 	}
+	h.Inputs = t.inputEdges()
 	return h, true, nil
 }
 

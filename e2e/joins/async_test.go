@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -74,7 +75,10 @@ func TestAsyncMapOrders(t *testing.T) {
 // not: every result exactly once — the values in flight at a checkpoint
 // are part of it and are looked up again after the restore. With one
 // subtask and ordered results the output keeps the input order across
-// the restarts.
+// the restarts. The failures fire at call counts, each once a checkpoint
+// completed since the previous one, and the source holds the end of its
+// input until all of them fired: every run restarts exactly three times
+// from a checkpoint, however fast the machine.
 func TestAsyncExactlyOnceUnderKills(t *testing.T) {
 	for _, tr := range transports {
 		for _, unaligned := range []bool{false, true} {
@@ -89,13 +93,19 @@ func TestAsyncExactlyOnceUnderKills(t *testing.T) {
 					}
 					k := newKiller(seed, 3, n/5)
 					env := weir.NewEnvironment(tr.opt, weir.WithParallelism(p), weir.WithBufferTimeout(time.Millisecond),
-						weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, Unaligned: unaligned}))
-					src := weir.FromGenerator(env, n, func(i int64) int64 { return i }, weir.Rate(20000))
-					up := weir.Map(src, func(v int64) int64 {
-						if v%2 == 0 {
+						weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, Unaligned: unaligned, TolerableFailures: 10}))
+					evs := make([]event, n)
+					for i := range evs {
+						evs[i].V = int64(i)
+					}
+					src := weir.FromPollingReader(env, "values", func(sub, par int) (weir.PollingReader[event], error) {
+						return newHeldReader(evs, sub, par, 0, nil, k.release), nil
+					}).WithCodec(eventCodec)
+					up := weir.Map(src, func(e event) int64 {
+						if e.V%2 == 0 {
 							k.maybe()
 						}
-						return v
+						return e.V
 					}).Rebalance()
 					fn := lookup(500 * time.Microsecond)
 					out := weir.AsyncMap(up, func(ctx context.Context, v int64) (int64, error) {
@@ -103,7 +113,7 @@ func TestAsyncExactlyOnceUnderKills(t *testing.T) {
 							k.maybe() // a panic in the callback fails the task
 						}
 						return fn(ctx, v)
-					}, weir.AsyncOptions{Capacity: 20, Timeout: 10 * time.Second, Ordered: ordered})
+					}, weir.AsyncOptions{Capacity: 20, Timeout: time.Minute, Ordered: ordered})
 					got, _ := weir.Collect(out)
 					res := k.run(t, env)
 					vs := got.Values()
@@ -111,8 +121,8 @@ func TestAsyncExactlyOnceUnderKills(t *testing.T) {
 						slices.Sort(vs)
 					}
 					require.Equal(t, wantLookups(n), vs)
-					require.Equal(t, k.fired(), res.Restarts)
-					require.Positive(t, res.Restarts)
+					require.Equal(t, len(k.at), k.fired())
+					require.Equal(t, len(k.at), res.Restarts)
 					require.Zero(t, res.LeakedSegments)
 				})
 			}
@@ -224,7 +234,10 @@ func TestAsyncSavepointRescale(t *testing.T) {
 
 // A call still running at its timeout fails the job, unless OnTimeout
 // gives a fallback; the late result is ignored, and the function's context
-// is done at the deadline.
+// is done at the deadline. The jobs run in a synctest bubble: time moves
+// only when every goroutine of the job waits, so the calls that return at
+// once are never late and the one that sleeps past its deadline always
+// is, however loaded the machine.
 func TestAsyncTimeout(t *testing.T) {
 	slow := func(ctx context.Context, v int64) (int64, error) {
 		if v%10 == 3 {
@@ -238,48 +251,57 @@ func TestAsyncTimeout(t *testing.T) {
 		return 3*v + 1, nil
 	}
 	t.Run("fails", func(t *testing.T) {
-		env := weir.NewEnvironment(weir.WithParallelism(1))
-		src := weir.FromGenerator(env, 100, func(i int64) int64 { return i })
-		weir.Discard(weir.AsyncMap(src, slow, weir.AsyncOptions{Capacity: 4, Timeout: 20 * time.Millisecond}))
-		_, err := env.Execute(testCtx(t))
-		require.ErrorIs(t, err, weir.ErrAsyncTimeout)
-		var te *task.Error
-		require.ErrorAs(t, err, &te)
-		require.Equal(t, "async map", te.Operator)
+		synctest.Test(t, func(t *testing.T) {
+			env := weir.NewEnvironment(weir.WithParallelism(1))
+			src := weir.FromGenerator(env, 100, func(i int64) int64 { return i })
+			weir.Discard(weir.AsyncMap(src, slow, weir.AsyncOptions{Capacity: 4, Timeout: 20 * time.Millisecond}))
+			start := time.Now()
+			_, err := env.Execute(t.Context())
+			require.ErrorIs(t, err, weir.ErrAsyncTimeout)
+			var te *task.Error
+			require.ErrorAs(t, err, &te)
+			require.Equal(t, "async map", te.Operator)
+			// Value 3's call timed out at its deadline, not before.
+			require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+		})
 	})
 	t.Run("fallback", func(t *testing.T) {
 		for _, ordered := range []bool{true, false} {
-			env := weir.NewEnvironment(weir.WithParallelism(1))
-			src := weir.FromGenerator(env, 100, func(i int64) int64 { return i })
-			out := weir.AsyncMap(src, slow, weir.AsyncOptions{Capacity: 4, Timeout: 20 * time.Millisecond, Ordered: ordered},
-				weir.OnTimeout(func(v int64) (int64, error) { return -v, nil }))
-			got, _ := weir.Collect(out)
-			_, err := env.Execute(testCtx(t))
-			require.NoError(t, err)
-			var want []int64
-			for i := int64(0); i < 100; i++ {
-				if i%10 == 3 || i%10 == 7 {
-					want = append(want, -i)
-				} else {
-					want = append(want, 3*i+1)
+			synctest.Test(t, func(t *testing.T) {
+				env := weir.NewEnvironment(weir.WithParallelism(1))
+				src := weir.FromGenerator(env, 100, func(i int64) int64 { return i })
+				out := weir.AsyncMap(src, slow, weir.AsyncOptions{Capacity: 4, Timeout: 20 * time.Millisecond, Ordered: ordered},
+					weir.OnTimeout(func(v int64) (int64, error) { return -v, nil }))
+				got, _ := weir.Collect(out)
+				_, err := env.Execute(t.Context())
+				require.NoError(t, err)
+				var want []int64
+				for i := int64(0); i < 100; i++ {
+					if i%10 == 3 || i%10 == 7 {
+						want = append(want, -i)
+					} else {
+						want = append(want, 3*i+1)
+					}
 				}
-			}
-			vs := got.Values()
-			if !ordered {
-				slices.Sort(vs)
-				slices.Sort(want)
-			}
-			require.Equal(t, want, vs)
+				vs := got.Values()
+				if !ordered {
+					slices.Sort(vs)
+					slices.Sort(want)
+				}
+				require.Equal(t, want, vs)
+			})
 		}
 	})
 	t.Run("fallback fails", func(t *testing.T) {
-		boom := errors.New("no fallback")
-		env := weir.NewEnvironment(weir.WithParallelism(1))
-		src := weir.FromGenerator(env, 100, func(i int64) int64 { return i })
-		weir.Discard(weir.AsyncMap(src, slow, weir.AsyncOptions{Capacity: 4, Timeout: 20 * time.Millisecond},
-			weir.OnTimeout(func(v int64) (int64, error) { return 0, boom })))
-		_, err := env.Execute(testCtx(t))
-		require.ErrorIs(t, err, boom)
+		synctest.Test(t, func(t *testing.T) {
+			boom := errors.New("no fallback")
+			env := weir.NewEnvironment(weir.WithParallelism(1))
+			src := weir.FromGenerator(env, 100, func(i int64) int64 { return i })
+			weir.Discard(weir.AsyncMap(src, slow, weir.AsyncOptions{Capacity: 4, Timeout: 20 * time.Millisecond},
+				weir.OnTimeout(func(v int64) (int64, error) { return 0, boom })))
+			_, err := env.Execute(t.Context())
+			require.ErrorIs(t, err, boom)
+		})
 	})
 }
 
