@@ -266,17 +266,32 @@ func TestCancelStopsPromptly(t *testing.T) {
 }
 
 func testCancelStopsPromptly(t *testing.T, tr weir.Option) {
-	env := weir.NewEnvironment(tr, weir.WithParallelism(2))
-	s := weir.FromGenerator(env, -1, func(i int64) int64 { return i })
-	weir.Discard(weir.Map(s.Rebalance(), func(v int64) int64 { return v }))
+	const par = 2
+	env := weir.NewEnvironment(tr, weir.WithParallelism(par))
 	ctx, cancel := context.WithCancel(testCtx(t))
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		cancel()
-	}()
+	defer cancel()
+	// The job is canceled from inside its source, once it runs at full
+	// speed; promptness is counted in records: a source task checks its
+	// context between batches of 64 polls (task's sourceBatch), so each
+	// source subtask reads at most one more batch after the cancel.
+	const cancelAt = 20000
+	var canceled atomic.Bool
+	var after atomic.Int64
+	s := weir.FromGenerator(env, -1, func(i int64) int64 {
+		if canceled.Load() {
+			after.Add(1)
+		}
+		if i == cancelAt {
+			cancel()
+			canceled.Store(true)
+		}
+		return i
+	})
+	weir.Discard(weir.Map(s.Rebalance(), func(v int64) int64 { return v }))
 	res, err := env.Execute(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, res.LeakedSegments)
+	require.LessOrEqual(t, after.Load(), int64(par*64), "records read after the cancel")
 }
 
 // A sink 100x slower than its source: nothing is lost and the heap stays

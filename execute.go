@@ -84,7 +84,7 @@ func (e *Environment) spec() (jobmaster.Spec, error) {
 		return jobmaster.Spec{}, err
 	}
 	if c.ckpt != nil {
-		warnGeneratedIDs(e.nodes, c.logger)
+		warnGeneratedIDs(g.Nodes, c.logger)
 	}
 	spec := jobmaster.Spec{
 		Graph: g,

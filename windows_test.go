@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -688,16 +689,26 @@ func TestPanickingTimestampFunctionFailsTask(t *testing.T) {
 }
 
 // A processing-time timer that came due while the job was down fires as
-// soon as the job is restored from a savepoint.
+// soon as the job is restored from a savepoint. The test runs in a synctest
+// bubble: processing time is virtual, and advances only while every
+// goroutine of the job waits, so the timer (an hour after its key's value)
+// cannot come due before the savepoint completes however slow the machine,
+// and the hour the job is down passes at once. The savepoint is taken once
+// the process function reports the timer set.
 func TestProcessingTimerDueWhileDownFiresOnRestore(t *testing.T) {
+	synctest.Test(t, testProcessingTimerDueWhileDownFiresOnRestore)
+}
+
+func testProcessingTimerDueWhileDownFiresOnRestore(t *testing.T) {
 	dir := t.TempDir()
 	ch := make(chan event, 1)
+	set := make(chan int64, 1)
 	fired := make(chan int64, 1)
 	build := func(opts ...weir.Option) *weir.Environment {
-		env := weir.NewEnvironment(append([]weir.Option{weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour})}, opts...)...)
+		env := weir.NewEnvironment(append([]weir.Option{weir.WithCheckpointing(weir.CheckpointConfig{Interval: 24 * time.Hour})}, opts...)...)
 		src := weir.FromChannel(env, ch).WithCodec(eventCodec).UID("channel")
 		keyed := weir.KeyBy(src, func(e event) int64 { return e.Key }, codec.Int64())
-		out := weir.Process(keyed, func() weir.KeyedProcessFunction[int64, event, int64] { return &remindLater{} }).UID("remind")
+		out := weir.Process(keyed, func() weir.KeyedProcessFunction[int64, event, int64] { return &remindLater{set: set} }).UID("remind")
 		weir.SinkFunc(out, func(ts int64) error {
 			select {
 			case fired <- ts:
@@ -710,7 +721,12 @@ func TestProcessingTimerDueWhileDownFiresOnRestore(t *testing.T) {
 	job, err := build().Start(testCtx(t))
 	require.NoError(t, err)
 	ch <- event{Key: 1}
-	ch <- event{Key: 2} // the first one was processed: its timer is set
+	var due int64
+	select {
+	case due = <-set:
+	case <-testCtx(t).Done():
+		t.Fatal("the timer was never set")
+	}
 	sp, err := job.StopWithSavepoint(testCtx(t), dir)
 	require.NoError(t, err)
 	_, err = job.Wait()
@@ -720,31 +736,47 @@ func TestProcessingTimerDueWhileDownFiresOnRestore(t *testing.T) {
 		t.Fatal("the timer fired before the job stopped")
 	default:
 	}
+	require.Less(t, time.Now().UnixMilli(), due, "the job stopped before the timer was due")
 	time.Sleep(remindAfter) // the timer comes due while no job runs
+	require.GreaterOrEqual(t, time.Now().UnixMilli(), due)
 
 	job, err = build(weir.WithRestoreFrom(sp)).Start(testCtx(t))
 	require.NoError(t, err)
 	select {
 	case ts := <-fired:
-		require.Less(t, ts, time.Now().UnixMilli())
+		require.Equal(t, due, ts, "the restored timer")
 	case <-testCtx(t).Done():
-		t.Fatal("the restored timer did not fire")
+		job.Cancel()
+		_, err := job.Wait()
+		t.Fatalf("the restored timer did not fire (the job ended with %v)", err)
 	}
 	job.Cancel()
 	_, err = job.Wait()
 	require.ErrorIs(t, err, context.Canceled)
 }
 
-const remindAfter = 300 * time.Millisecond
+const remindAfter = time.Hour
 
-// remindLater sets a processing-time timer for each key's first value and
-// emits the timer's time when it fires.
-type remindLater struct{ rc *weir.RuntimeContext }
+// remindLater sets a processing-time timer remindAfter after each value
+// and sends its time to set (if there is room); it emits the timer's time
+// when it fires.
+type remindLater struct {
+	rc  *weir.RuntimeContext
+	set chan<- int64
+}
 
 func (f *remindLater) Open(rc *weir.RuntimeContext) error { f.rc = rc; return nil }
 
 func (f *remindLater) ProcessElement(_ int64, _ event, _ *weir.Collector[int64]) error {
-	return f.rc.Timers().RegisterProcessingTimeTimer(f.rc.Timers().CurrentProcessingTime() + remindAfter.Milliseconds())
+	due := f.rc.Timers().CurrentProcessingTime() + remindAfter.Milliseconds()
+	if err := f.rc.Timers().RegisterProcessingTimeTimer(due); err != nil {
+		return err
+	}
+	select {
+	case f.set <- due:
+	default:
+	}
+	return nil
 }
 
 func (f *remindLater) OnTimer(_ int64, ts int64, _ weir.TimeDomain, out *weir.Collector[int64]) error {

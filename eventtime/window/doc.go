@@ -61,8 +61,9 @@
 // that encodings order like (Start, End); nothing for the global window),
 // in k's key group, so that a key's windows move with it. Session merges
 // move contents and trigger state to the merged window's key. With an
-// integer key codec on the heap backend (UseKeyCodec) the backend holds
-// these keys as values that encode to the same bytes, so snapshots are the
+// integer key codec (UseKeyCodec) on a backend that holds keys by value
+// (state.ValueKeyBackend: the heap backend) the backend holds these keys
+// as state.ValueKeys that encode to the same bytes, so snapshots are the
 // same either way.
 //
 // # Differences from Flink

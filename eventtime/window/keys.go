@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	"github.com/weirstream/weir/codec"
-	"github.com/weirstream/weir/state/heap"
+	"github.com/weirstream/weir/state"
 )
 
-// keyer sets the backend's current key by value, for a heap backend
-// holding the operator's keys as values (see UseKeyCodec): the record key,
+// keyer sets the backend's current key by value, for a backend holding
+// the operator's keys as state.ValueKeys (see UseKeyCodec): the record key,
 // or the record key with a window, without serializing either or hashing
 // the bytes. The core keeps the record key serialized as well, for the
 // timer service and the output.
@@ -22,99 +22,99 @@ type keyer interface {
 	useWindow(w Window, kg int)
 }
 
-// intKey is a record key type whose built-in codec is fixed-size and
-// agrees with ==.
-type intKey interface {
-	~int64 | ~int | ~int32 | ~uint64 | ~uint32
+// A window operator's key held by value is a state.ValueKey: a record key
+// (the timers and sessions of the key), or a record key with a time window
+// in NS (a window's contents and trigger state; HasNS). It encodes as the
+// record key, then the window's encoding (appendWindow) if HasNS: the bytes
+// the operator uses with serialized keys, so the snapshot format is the
+// same. The global window encodes as nothing, and is held as the record
+// key.
+
+// windowKeyCodec encodes the operator's state.ValueKeys. The record key is
+// size (4 or 8) bytes of a built-in integer codec, held as the big-endian
+// integer of its bytes; check is that codec's Decode, which accepts the
+// record keys it encodes.
+type windowKeyCodec struct {
+	size  int
+	check func([]byte) error
 }
 
-// windowKey is a key of a window operator's state held by value: a record
-// key (the timers and sessions of the key), or a record key with a time
-// window (a window's contents and trigger state). It encodes as the record
-// key, then the window's encoding (appendWindow) if w: the bytes the
-// operator uses with serialized keys, so the snapshot format is the same.
-// The global window encodes as nothing, and is held as the record key.
-type windowKey[K intKey] struct {
-	k          K
-	start, end int64
-	w          bool
-}
-
-// windowKeyCodec encodes windowKeys; size is the record key codec's fixed
-// size.
-type windowKeyCodec[K intKey] struct {
-	kc   codec.Codec[K]
-	size int
-}
-
-func (c windowKeyCodec[K]) Append(dst []byte, k windowKey[K]) []byte {
-	dst = c.kc.Append(dst, k.k)
-	if k.w {
-		dst = appendWindow(dst, Window{Start: k.start, End: k.end})
+func (c windowKeyCodec) Append(dst []byte, k state.ValueKey) []byte {
+	if c.size == 8 {
+		dst = binary.BigEndian.AppendUint64(dst, k.Key)
+	} else {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(k.Key))
+	}
+	if k.HasNS {
+		dst = appendWindow(dst, Window{Start: k.NS[0], End: k.NS[1]})
 	}
 	return dst
 }
 
-func (c windowKeyCodec[K]) Decode(b []byte) (windowKey[K], error) {
-	var wk windowKey[K]
+func (c windowKeyCodec) Decode(b []byte) (state.ValueKey, error) {
+	var k state.ValueKey
 	switch len(b) {
 	case c.size:
 	case c.size + windowLen:
 		w, err := decodeWindow(b[c.size:])
 		if err != nil {
-			return wk, err
+			return k, err
 		}
-		wk.start, wk.end, wk.w = w.Start, w.End, true
+		k.NS, k.HasNS = [2]int64{w.Start, w.End}, true
 	default:
-		return wk, fmt.Errorf("window: key of %d bytes is neither a record key of %d bytes nor one with a window", len(b), c.size)
+		return k, fmt.Errorf("window: key of %d bytes is neither a record key of %d bytes nor one with a window", len(b), c.size)
 	}
-	k, err := c.kc.Decode(b[:c.size])
-	wk.k = k
-	return wk, err
+	if err := c.check(b[:c.size]); err != nil {
+		return k, err
+	}
+	k.Key = recordKeyBits(b[:c.size])
+	return k, nil
 }
 
-// hash places a windowKey in the backend's tables (heap.UseKeysHashed):
-// the xor of its parts, each times an odd constant; the table mixes the
-// bits further.
-func (windowKeyCodec[K]) hash(k windowKey[K]) uint64 {
-	h := uint64(k.k) * 0x9e3779b97f4a7c15
-	if k.w {
-		h ^= uint64(k.start)*0xc2b2ae3d27d4eb4f ^ uint64(k.end)*0x165667b19e3779f9
+// recordKeyBits is the big-endian integer of a record key of 4 or 8 bytes.
+func recordKeyBits(b []byte) uint64 {
+	if len(b) == 8 {
+		return binary.BigEndian.Uint64(b)
+	}
+	return uint64(binary.BigEndian.Uint32(b))
+}
+
+// hashKey places a key in the backend's tables: the xor of its parts, each
+// times an odd constant; the table mixes the bits further.
+func hashKey(k state.ValueKey) uint64 {
+	h := k.Key * 0x9e3779b97f4a7c15
+	if k.HasNS {
+		h ^= uint64(k.NS[0])*0xc2b2ae3d27d4eb4f ^ uint64(k.NS[1])*0x165667b19e3779f9
 	}
 	return h
 }
 
-// typedKeys is the keyer of record keys of type K.
-type typedKeys[K intKey] struct {
-	c   windowKeyCodec[K]
-	set func(windowKey[K], int, uint64) error
-	cur windowKey[K] // the record key; cur.w is false
+// valueKeys is the keyer on a state.ValueKeyBackend.
+type valueKeys struct {
+	size int
+	set  func(state.ValueKey, int, uint64) error
+	cur  state.ValueKey // the record key; cur.HasNS is false
 }
 
-func (t *typedKeys[K]) setKey(key []byte) bool {
-	// The built-in integer codecs are big-endian two's complement, so the
-	// key converts straight from its bytes (a key that came with an
-	// element was encoded from a K, and one the backend holds decoded
-	// with the codec when it switched to keys by value).
-	switch {
-	case len(key) != t.c.size:
+func (t *valueKeys) setKey(key []byte) bool {
+	// A key that came with an element was encoded by the record key
+	// codec, and one the backend holds decoded with it when it switched
+	// to keys by value, so the key's bytes are all there is to check.
+	if len(key) != t.size {
 		return false
-	case t.c.size == 8:
-		t.cur.k = K(binary.BigEndian.Uint64(key))
-	default:
-		t.cur.k = K(binary.BigEndian.Uint32(key))
 	}
+	t.cur.Key = recordKeyBits(key)
 	return true
 }
 
-func (t *typedKeys[K]) useKey(kg int) { mustSetKey(t.set(t.cur, kg, t.c.hash(t.cur))) }
+func (t *valueKeys) useKey(kg int) { mustSetKey(t.set(t.cur, kg, hashKey(t.cur))) }
 
-func (t *typedKeys[K]) useWindow(w Window, kg int) {
-	wk := t.cur
+func (t *valueKeys) useWindow(w Window, kg int) {
+	k := t.cur
 	if !w.global {
-		wk.start, wk.end, wk.w = w.Start, w.End, true
+		k.NS, k.HasNS = [2]int64{w.Start, w.End}, true
 	}
-	mustSetKey(t.set(wk, kg, t.c.hash(wk)))
+	mustSetKey(t.set(k, kg, hashKey(k)))
 }
 
 // mustSetKey checks the result of setting the backend's current key in a
@@ -126,48 +126,37 @@ func mustSetKey(err error) {
 	}
 }
 
-// newTypedKeys switches b to windowKeys of record keys of type K.
-func newTypedKeys[K intKey](b *heap.Backend, kc codec.Codec[K], size int) (keyer, error) {
-	c := windowKeyCodec[K]{kc: kc, size: size}
-	keys, err := heap.UseKeysHashed(b, codec.Codec[windowKey[K]](c), c.hash)
-	if err != nil {
-		return nil, err
-	}
-	return &typedKeys[K]{c: c, set: keys.Set}, nil
-}
-
 // UseKeyCodec tells op the codec of its record keys, kc, which encoded
-// the keys its elements come with. When op's backend is the heap backend
-// and kc a built-in integer codec, the backend then holds op's keys as
-// values, which saves serializing and hashing a key (and its window) for
-// every state access; otherwise nothing changes. The snapshot format is
-// the same either way, so a job may restore from a snapshot taken with or
-// without it. Call it right after New, before the first element.
+// the keys its elements come with. When op's backend holds keys by value
+// (it implements state.ValueKeyBackend, as the heap backend does) and kc
+// is a built-in integer codec, the backend then holds op's keys as values,
+// which saves serializing and hashing a key (and its window) for every
+// state access; otherwise nothing changes. The snapshot format is the same
+// either way, so a job may restore from a snapshot taken with or without
+// it. Call it right after New, before the first element.
 func UseKeyCodec[K any, IN, OUT any](op *Operator[IN, OUT], kc codec.Codec[K]) error {
-	b, ok := op.c.b.(*heap.Backend)
+	b, ok := op.c.b.(state.ValueKeyBackend)
 	if !ok {
 		return nil
 	}
-	var k keyer
-	var err error
-	switch kc := any(kc).(type) {
-	case codec.Int64Codec:
-		k, err = newTypedKeys[int64](b, kc, 8)
-	case codec.IntCodec:
-		k, err = newTypedKeys[int](b, kc, 8)
-	case codec.Uint64Codec:
-		k, err = newTypedKeys[uint64](b, kc, 8)
-	case codec.Int32Codec:
-		k, err = newTypedKeys[int32](b, kc, 4)
-	case codec.Uint32Codec:
-		k, err = newTypedKeys[uint32](b, kc, 4)
+	var size int
+	switch any(kc).(type) {
+	case codec.Int64Codec, codec.IntCodec, codec.Uint64Codec:
+		size = 8
+	case codec.Int32Codec, codec.Uint32Codec:
+		size = 4
 	default:
 		return nil
 	}
+	c := windowKeyCodec{size: size, check: func(b []byte) error {
+		_, err := kc.Decode(b)
+		return err
+	}}
+	set, err := b.UseValueKeys(c, hashKey)
 	if err != nil {
 		return fmt.Errorf("window: the keys in the backend do not decode with the record key codec %T: %w", kc, err)
 	}
-	op.c.keys = k
+	op.c.keys = &valueKeys{size: size, set: set}
 	op.c.cur = keyUnset
 	return nil
 }

@@ -19,7 +19,11 @@
 // (assignIDs).
 //
 // The package is pure: building and inspecting a graph has no side
-// effects.
+// effects. Build resolves what it decides (generated operator IDs, a
+// forward edge between different parallelisms turned into a rebalance) on
+// copies of the nodes and edges, which the JobGraph holds; the nodes it was
+// given stay as the program declared them, so building them again, after
+// the program changed them or with another Config, decides afresh.
 package graph
 
 import (
@@ -207,23 +211,30 @@ type Config struct {
 
 // JobGraph is a job's graph after chaining.
 type JobGraph struct {
-	Vertices       []*Vertex
+	Vertices []*Vertex
+	// Nodes are the job's nodes as Build resolved them (copies of the
+	// ones it was given, in their order), with their operator IDs; the
+	// vertices and edges of the graph refer to these.
+	Nodes          []*Node
 	MaxParallelism int
 	byNode         map[*Node]*Vertex
 }
 
-// VertexOf returns the vertex that runs n.
+// VertexOf returns the vertex that runs n, one of g.Nodes.
 func (g *JobGraph) VertexOf(n *Node) *Vertex { return g.byNode[n] }
 
 // Build validates nodes (in the order they were added, which is
 // topological: a node's input was added before it) and chains them into
-// vertices. It resolves each node's parallelism and turns a forward edge
-// between nodes of different parallelism into a rebalance, as Flink does.
-func Build(nodes []*Node, cfg Config) (*JobGraph, error) {
-	if len(nodes) == 0 {
+// vertices. It resolves each node's parallelism and operator ID and turns
+// a forward edge between nodes of different parallelism into a
+// rebalance, as Flink does, on copies of nodes and their edges (see the
+// package doc): nodes are not modified.
+func Build(declared []*Node, cfg Config) (*JobGraph, error) {
+	if len(declared) == 0 {
 		return nil, errors.New("weir: the job has no operators")
 	}
-	g := &JobGraph{MaxParallelism: cfg.MaxParallelism, byNode: make(map[*Node]*Vertex, len(nodes))}
+	nodes := cloneNodes(declared)
+	g := &JobGraph{Nodes: nodes, MaxParallelism: cfg.MaxParallelism, byNode: make(map[*Node]*Vertex, len(nodes))}
 	par := func(n *Node) int {
 		if n.Parallelism > 0 {
 			return n.Parallelism
@@ -286,6 +297,41 @@ func Build(nodes []*Node, cfg Config) (*JobGraph, error) {
 		}
 	}
 	return g, nil
+}
+
+// cloneNodes copies nodes and the edges between them, each edge once,
+// with the copies' edges pointing to the copied nodes (an edge from or to
+// a node not in nodes points to nil, which check refuses). The typed parts
+// (closures) and side outputs are shared: Build does not change them.
+func cloneNodes(nodes []*Node) []*Node {
+	copies := make(map[*Node]*Node, len(nodes))
+	out := make([]*Node, len(nodes))
+	for i, n := range nodes {
+		c := *n
+		out[i], copies[n] = &c, &c
+	}
+	edges := map[*Edge]*Edge{}
+	clone := func(es []*Edge) []*Edge {
+		if es == nil {
+			return nil
+		}
+		cs := make([]*Edge, len(es))
+		for i, e := range es {
+			c, ok := edges[e]
+			if !ok {
+				c = new(Edge)
+				*c = *e
+				c.From, c.To = copies[e.From], copies[e.To]
+				edges[e] = c
+			}
+			cs[i] = c
+		}
+		return cs
+	}
+	for _, c := range out {
+		c.Inputs, c.Outputs = clone(c.Inputs), clone(c.Outputs)
+	}
+	return out
 }
 
 // check validates one node's shape: a source has no input, an operator

@@ -240,3 +240,33 @@ func TestFingerprint(t *testing.T) {
 		require.NotEqual(t, base, other, name)
 	}
 }
+
+// TestBuildLeavesNodesAsDeclared checks that Build is pure: it resolves
+// partitionings and generated IDs on its own copies, so the declared
+// nodes keep their forward edge and their lack of a UID, and a second
+// Build with another default parallelism, or after the program set a UID,
+// decides afresh rather than from the first Build's decisions.
+func TestBuildLeavesNodesAsDeclared(t *testing.T) {
+	nodes := job(t, "src:3", "map<-src")
+	nodes[1].UID = "" // generated
+	g, err := Build(nodes, Config{Parallelism: 2, MaxParallelism: 8, Chaining: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"src(3)", "map(2)<-src/rebalance"}, shape(g))
+	require.True(t, g.Nodes[1].GeneratedUID)
+	require.Equal(t, network.Forward, nodes[1].Inputs[0].Partitioning, "the declared edge is still forward")
+	require.Empty(t, nodes[1].UID, "the declared node has no UID")
+	require.False(t, nodes[1].GeneratedUID)
+	require.NotSame(t, nodes[1], g.Nodes[1])
+	require.Same(t, g.Nodes[0], g.Nodes[1].Inputs[0].From, "the copies' edges join the copies")
+	require.Same(t, g.Nodes[1].Inputs[0], g.Nodes[0].Outputs[0], "each edge copied once")
+
+	g, err = Build(nodes, Config{Parallelism: 3, MaxParallelism: 8, Chaining: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"src -> map(3)"}, shape(g), "equal parallelism now: forward, chained")
+
+	nodes[1].UID = "mine"
+	g, err = Build(nodes, Config{Parallelism: 3, MaxParallelism: 8, Chaining: true})
+	require.NoError(t, err)
+	require.Equal(t, "mine", g.Nodes[1].UID, "a UID set after a Build is the operator's ID")
+	require.False(t, g.Nodes[1].GeneratedUID)
+}

@@ -56,17 +56,18 @@ func ids(t *testing.T, cfg Config, specs ...string) map[string]string {
 	if cfg.MaxParallelism == 0 {
 		cfg.MaxParallelism = 128
 	}
-	_, err := Build(nodes, cfg)
+	g, err := Build(nodes, cfg)
 	require.NoError(t, err)
 	out := map[string]string{}
-	for i, n := range nodes {
+	for i, n := range g.Nodes {
 		out[labels[i]] = n.UID
 		require.Equal(t, n.UID != uidOf(specs[i]), n.GeneratedUID)
+		require.Equal(t, uidOf(specs[i]), nodes[i].UID, "Build leaves the declared node as it was")
 	}
 	// Building the same nodes again (a second Execute) gives the same IDs.
-	_, err = Build(nodes, cfg)
+	g, err = Build(nodes, cfg)
 	require.NoError(t, err)
-	for i, n := range nodes {
+	for i, n := range g.Nodes {
 		require.Equal(t, out[labels[i]], n.UID)
 	}
 	return out

@@ -7,7 +7,8 @@
 // keep a Go map per key). Keys are the serialized keys until UseKeys
 // switches the backend to keys of a comparable Go type, looked up by value
 // and placed by a hash that costs next to nothing (an integer key's own
-// bits; the keyed operators do this for built-in key codecs); either way snapshots
+// bits; the keyed operators do this for built-in key codecs, and the
+// window operator through state.ValueKeyBackend); either way snapshots
 // hold serialized keys, in the same format. Update (state.Updater) folds a
 // new value into an entry in place, with one lookup. Snapshots are
 // versioned:

@@ -145,3 +145,15 @@ func setter[KC comparable, K any](b *Backend, c codec.Codec[KC]) (func(K, int) e
 	}
 	return f, nil
 }
+
+// UseValueKeys implements state.ValueKeyBackend: UseKeysHashed with
+// state.ValueKeys, returning the Keys' Set.
+func (b *Backend) UseValueKeys(kc codec.Codec[state.ValueKey], hash func(state.ValueKey) uint64) (func(state.ValueKey, int, uint64) error, error) {
+	keys, err := UseKeysHashed(b, kc, hash)
+	if err != nil {
+		return nil, err
+	}
+	return keys.Set, nil
+}
+
+var _ state.ValueKeyBackend = (*Backend)(nil)
