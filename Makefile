@@ -6,7 +6,7 @@ PKGS := ./...
 # Per-package test timeout; raise it on a loaded machine (make test TEST_TIMEOUT=30m).
 TEST_TIMEOUT ?= 9m
 
-.PHONY: all build test test-short bench baseline lint run fuzz soak soak-ha
+.PHONY: all build test test-short bench baseline lint run fuzz soak soak-ha nexmark
 
 all: lint build test
 
@@ -65,6 +65,20 @@ baseline:
 lint:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# The Nexmark benchmark (examples/nexmark): every query on NEXMARK_EVENTS
+# events, on the heap and the pebble backends at p = 1 and p = 2,
+# exactly-once checkpoints every 10 s, each run verified against the batch
+# computation; then one table of events/s per core beside Flink's
+# published figures.
+NEXMARK_EVENTS ?= 1000000
+
+nexmark:
+	@mkdir -p bin
+	$(GO) build -o bin/nexmark ./examples/nexmark
+	@for b in heap pebble; do for p in 1 2; do \
+		./bin/nexmark -query all -events $(NEXMARK_EVENTS) -backend $$b -p $$p || exit 1; \
+	done; done | grep '^nexmark ' | awk -f scripts/nexmark.awk
 
 # The main example job.
 run:

@@ -216,7 +216,9 @@ func (o *asyncOp[In, Out]) Open(ctx *task.OperatorContext) (err error) {
 		}
 		return nil
 	}
-	st, err := state.GetOperatorListState(ctx.OperatorState, state.ListDescriptor[[]byte]{Name: asyncStateName, Codec: codec.Bytes()}, state.SplitDistribute)
+	// Each element is a value's timestamp (8 bytes) and its encoding.
+	inFlight := codec.WithIdentity(codec.Bytes(), codec.FormatIdentity("async-element", o.codec))
+	st, err := state.GetOperatorListState(ctx.OperatorState, state.ListDescriptor[[]byte]{Name: asyncStateName, Codec: inFlight}, state.SplitDistribute)
 	if err != nil {
 		return err
 	}

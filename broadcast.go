@@ -22,7 +22,7 @@ var ErrBroadcastStateReadOnly = join.ErrBroadcastReadOnly
 // BroadcastStateDescriptor names a broadcast state of a BroadcastStream:
 // a MapStateDescriptor.
 type BroadcastStateDescriptor interface {
-	broadcastName() string
+	broadcastState() join.BroadcastState
 }
 
 // MapStateDescriptor describes a broadcast state: a map of K to V that the
@@ -35,14 +35,25 @@ type MapStateDescriptor[K comparable, V any] struct {
 	ValueCodec codec.Codec[V]
 }
 
-func (d MapStateDescriptor[K, V]) broadcastName() string { return d.Name }
+// broadcastState names the state and its codecs (nil: the built-in ones).
+func (d MapStateDescriptor[K, V]) broadcastState() join.BroadcastState {
+	st := join.BroadcastState{Name: d.Name, Key: d.KeyCodec, Value: d.ValueCodec}
+	if d.KeyCodec == nil {
+		st.Key = defaultCodec[K]()
+	}
+	if d.ValueCodec == nil {
+		st.Value = defaultCodec[V]()
+	}
+	return st
+}
 
 // BroadcastStream is a stream sent whole to every subtask of the operator
 // it is connected to (BroadcastProcess, KeyedBroadcastProcess), with the
 // broadcast states that its values write there.
 type BroadcastStream[T any] struct {
-	s     *Stream[T]
-	names []string
+	s      *Stream[T]
+	names  []string
+	states []join.BroadcastState // by names
 }
 
 // Broadcast makes s a broadcast stream with the given broadcast states
@@ -53,11 +64,12 @@ type BroadcastStream[T any] struct {
 func Broadcast[T any](s *Stream[T], descriptors ...BroadcastStateDescriptor) *BroadcastStream[T] {
 	b := &BroadcastStream[T]{s: s.Broadcast()}
 	for _, d := range descriptors {
-		name := d.broadcastName()
-		if name == "" || slices.Contains(b.names, name) {
-			s.env.fail(fmt.Errorf("weir: broadcast: broadcast state names must be non-empty and distinct, got %q twice or empty", name))
+		st := d.broadcastState()
+		if st.Name == "" || slices.Contains(b.names, st.Name) {
+			s.env.fail(fmt.Errorf("weir: broadcast: broadcast state names must be non-empty and distinct, got %q twice or empty", st.Name))
 		}
-		b.names = append(b.names, name)
+		b.names = append(b.names, st.Name)
+		b.states = append(b.states, st)
 	}
 	return b
 }
@@ -88,7 +100,8 @@ func GetBroadcastState[K comparable, V any](ctx *RuntimeContext, d MapStateDescr
 	if bc == nil {
 		return nil, fmt.Errorf("weir: broadcast state %q outside a broadcast process function", d.Name)
 	}
-	if !slices.Contains(bc.names, d.Name) {
+	i := slices.IndexFunc(bc.decl, func(st join.BroadcastState) bool { return st.Name == d.Name })
+	if i < 0 {
 		return nil, fmt.Errorf("weir: broadcast state %q: not a state of the broadcast stream (give its descriptor to Broadcast)", d.Name)
 	}
 	if h, ok := bc.handles[d.Name]; ok {
@@ -106,6 +119,10 @@ func GetBroadcastState[K comparable, V any](ctx *RuntimeContext, d MapStateDescr
 	}
 	if d.KeyCodec == nil || d.ValueCodec == nil {
 		return nil, fmt.Errorf("weir: broadcast state %q needs a key and a value codec", d.Name)
+	}
+	if st := bc.decl[i]; codec.IdentityOf(d.KeyCodec) != codec.IdentityOf(st.Key) || codec.IdentityOf(d.ValueCodec) != codec.IdentityOf(st.Value) {
+		return nil, fmt.Errorf("weir: broadcast state %q asked for with codecs %s → %s, but given to Broadcast with %s → %s", d.Name,
+			codec.IdentityOf(d.KeyCodec), codec.IdentityOf(d.ValueCodec), codec.IdentityOf(st.Key), codec.IdentityOf(st.Value))
 	}
 	m := &BroadcastMap[K, V]{m: bc.states.Map(d.Name), kc: d.KeyCodec, vc: d.ValueCodec, vals: map[K]broadcastEntry[V]{}}
 	for _, enc := range m.m.Keys() {
@@ -200,8 +217,8 @@ func (m *BroadcastMap[K, V]) All() iter.Seq2[K, V] {
 // holds of its broadcast states.
 type broadcastContext struct {
 	states  *join.BroadcastStates
-	names   []string
-	handles map[string]any // *BroadcastMap[K, V] by name
+	decl    []join.BroadcastState // the states given to Broadcast
+	handles map[string]any        // *BroadcastMap[K, V] by name
 }
 
 // BroadcastProcessFunction processes a stream connected to a broadcast
@@ -223,7 +240,7 @@ func BroadcastProcess[In, BC, Out any](s *Stream[In], bs *BroadcastStream[BC], n
 		s.env.fail(fmt.Errorf("weir: broadcast process: the streams belong to different environments"))
 	}
 	out := addTwoInputOp(s, bs.s, "broadcast process", nil, nil, func(rc *graph.Subtask, next collector[Out]) (collector[In], collector[BC], task.Operator, error) {
-		o := &broadcastProcessOp[In, BC, Out]{opBase: base(rc), fn: newFn(), names: bs.names, out: &Collector[Out]{next: next}, sides: newSideCollectors(rc)}
+		o := &broadcastProcessOp[In, BC, Out]{opBase: base(rc), fn: newFn(), decl: bs.states, out: &Collector[Out]{next: next}, sides: newSideCollectors(rc)}
 		o.out.owner, o.sides.owner = &o.opBase, &o.opBase
 		return inputFunc[In](o.process1), inputFunc[BC](o.process2), o, nil
 	})
@@ -234,7 +251,7 @@ func BroadcastProcess[In, BC, Out any](s *Stream[In], bs *BroadcastStream[BC], n
 type broadcastProcessOp[In, BC, Out any] struct {
 	opBase
 	fn     BroadcastProcessFunction[In, BC, Out]
-	names  []string
+	decl   []join.BroadcastState // the states given to Broadcast
 	out    *Collector[Out]
 	rc     *RuntimeContext
 	states *join.BroadcastStates
@@ -247,11 +264,11 @@ func (o *broadcastProcessOp[In, BC, Out]) Open(ctx *task.OperatorContext) (err e
 	defer o.catch(&err)
 	o.ctx = ctx
 	o.states = join.NewBroadcastStates()
-	if err := o.states.Restore(ctx.OperatorState, o.names); err != nil {
+	if err := o.states.Restore(ctx.OperatorState, o.decl); err != nil {
 		return err
 	}
 	o.rc = &RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, operator: ctx.OperatorState, ts: eventtime.NoTimestamp,
-		sides: o.sides, broadcast: &broadcastContext{states: o.states, names: o.names, handles: map[string]any{}}}
+		sides: o.sides, broadcast: &broadcastContext{states: o.states, decl: o.decl, handles: map[string]any{}}}
 	return o.fn.Open(o.rc)
 }
 
@@ -324,7 +341,7 @@ func KeyedBroadcastProcess[K, In, BC, Out any](ks *KeyedStream[In, K], bs *Broad
 	}
 	out := addTwoInputOp(ks.s, bs.s, "keyed broadcast process", ks.keyHasher, nil, func(rc *graph.Subtask, next collector[Out]) (collector[In], collector[BC], task.Operator, error) {
 		kc := &keyContext[In, K]{fn: ks.fn, kc: ks.kc, hash: codec.HashFunc(ks.kc), maxPar: rc.MaxParallelism}
-		o := &keyedBroadcastOp[K, In, BC, Out]{opBase: base(rc), kc: kc, fn: newFn(), names: bs.names, out: &Collector[Out]{next: next}, sides: newSideCollectors(rc)}
+		o := &keyedBroadcastOp[K, In, BC, Out]{opBase: base(rc), kc: kc, fn: newFn(), decl: bs.states, out: &Collector[Out]{next: next}, sides: newSideCollectors(rc)}
 		o.out.owner, o.sides.owner = &o.opBase, &o.opBase
 		return inputFunc[In](o.process1), inputFunc[BC](o.process2), o, nil
 	})
@@ -337,7 +354,7 @@ type keyedBroadcastOp[K, In, BC, Out any] struct {
 	kc     *keyContext[In, K]
 	fn     KeyedBroadcastProcessFunction[K, In, BC, Out]
 	firing keyedTimers[K, Out]
-	names  []string
+	decl   []join.BroadcastState // the states given to Broadcast
 	out    *Collector[Out]
 	rc     *RuntimeContext
 	core   *join.KeyedBroadcast
@@ -351,7 +368,7 @@ func (o *keyedBroadcastOp[K, In, BC, Out]) Open(ctx *task.OperatorContext) (err 
 	if err := o.kc.open(ctx.Keyed); err != nil {
 		return err
 	}
-	core, err := join.NewKeyedBroadcast(ctx.Keyed, ctx.OperatorState, o.names)
+	core, err := join.NewKeyedBroadcast(ctx.Keyed, ctx.OperatorState, o.decl)
 	if err != nil {
 		return err
 	}
@@ -359,7 +376,7 @@ func (o *keyedBroadcastOp[K, In, BC, Out]) Open(ctx *task.OperatorContext) (err 
 	o.bctx = &BroadcastContext[K]{core: core, kc: o.kc.kc}
 	o.rc = &RuntimeContext{Subtask: ctx.Subtask, Parallelism: ctx.Parallelism, keyed: ctx.Keyed, operator: ctx.OperatorState,
 		timers: &TimerService{svc: core.Timers(), ctx: ctx, noKey: core.Broadcasting}, ts: eventtime.NoTimestamp, sides: o.sides,
-		broadcast: &broadcastContext{states: core.States, names: o.names, handles: map[string]any{}}}
+		broadcast: &broadcastContext{states: core.States, decl: o.decl, handles: map[string]any{}}}
 	o.firing = newKeyedTimers(&o.opBase, "keyed broadcast process function", o.fn, o.kc.kc, func(k K) { o.kc.key = k }, o.out, o.rc, core.Timers())
 	o.firing.before = func() { core.States.SetWritable(false) }
 	return o.firing.open(o.fn.Open(o.rc))

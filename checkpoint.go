@@ -123,6 +123,12 @@ func WithAllowNonRestoredState(allow bool) Option {
 	return optionFunc(func(cfg *config) { cfg.allowNonRestored = allow })
 }
 
+// ErrOperatorKindChanged is wrapped by the error of a job whose restore
+// point holds, under the ID of one of its operators, the state of an
+// operator of another kind (a Reduce's UID given to a window): that state
+// would mean something else to it, so the job does not start.
+var ErrOperatorKindChanged = deploy.ErrOperatorKindChanged
+
 // ErrNonRestoredState is wrapped by the error of a job whose restore
 // point holds state of operators it does not have; the error names them.
 var ErrNonRestoredState = deploy.ErrNonRestoredState

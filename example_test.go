@@ -412,7 +412,8 @@ func ExamplePebbleBackend() {
 		weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{
 			Dir:         filepath.Join(tmp, "state"), // working directories, removed when tasks end (default os.TempDir())
 			Incremental: true,                        // checkpoints upload only new files (savepoints stay full)
-			// BlockCacheSize (64 MiB) and MemTableSize (64 MiB, two of them) per subtask
+			// CacheBytes (64 MiB of hot values in the Go heap), BlockCacheSize (64 MiB)
+			// and MemTableSize (64 MiB, two of them) per subtask
 		})),
 	)
 

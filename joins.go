@@ -372,6 +372,12 @@ func (c eitherCodec[A, B]) Append(dst []byte, v either[A, B]) []byte {
 	return c.cb.Append(append(dst, 2), v.b)
 }
 
+// Identity names both sides' codecs (codec.Identified), so that a window
+// join's state restores only under the codecs it was written with.
+func (c eitherCodec[A, B]) Identity() codec.Identity {
+	return codec.FormatIdentity("either", c.ca, c.cb)
+}
+
 func (c eitherCodec[A, B]) Decode(p []byte) (either[A, B], error) {
 	if len(p) == 0 {
 		return either[A, B]{}, errors.New("weir: a joined value without its side")

@@ -12,12 +12,14 @@ import (
 // embed it and override what they need.
 type opBase struct {
 	id, name string
+	kind     string // the node's Kind (task.KindedOperator)
 	keyed    bool
 	run      *task.CurrentOperator // the chain's mark of the operator running
 }
 
 func (o *opBase) ID() string                                           { return o.id }
 func (o *opBase) Name() string                                         { return o.name }
+func (o *opBase) Kind() string                                         { return o.kind }
 func (o *opBase) Keyed() bool                                          { return o.keyed }
 func (o *opBase) Open(*task.OperatorContext) error                     { return nil }
 func (o *opBase) Finish() error                                        { return nil }
@@ -53,7 +55,7 @@ func (o *opBase) fail(err error) error {
 }
 
 func base(rc *graph.Subtask) opBase {
-	return opBase{id: rc.Node.UID, name: rc.Node.Name, keyed: rc.Node.Keyed, run: rc.Running}
+	return opBase{id: rc.Node.UID, name: rc.Node.Name, kind: rc.Node.Kind, keyed: rc.Node.Keyed, run: rc.Running}
 }
 
 // Map returns a stream of fn applied to every value of s.

@@ -59,6 +59,17 @@ type PebbleOptions struct {
 	// MemTableSize is the size of each database's memtables (write
 	// buffers) in bytes (default 64 MiB, two of them).
 	MemTableSize uint64
+	// CacheBytes bounds each database's write-back cache, in bytes of the
+	// Go heap (default 64 MiB; negative: no cache): the values of value,
+	// list, reducing and aggregating states, held and updated in memory
+	// as the heap backend holds them, evicted to the database when cold
+	// and written to it at each checkpoint. Map states are not cached.
+	CacheBytes int64
+	// DirtyBytes bounds the cache's entries not yet written to the
+	// database (default a quarter of CacheBytes): beyond it they are
+	// written, and stay cached. It bounds a checkpoint's synchronous
+	// part.
+	DirtyBytes int64
 	// Incremental makes checkpoints incremental: each uploads only the
 	// files no previous retained checkpoint uploaded. Savepoints are
 	// always full.
@@ -67,7 +78,9 @@ type PebbleOptions struct {
 
 // PebbleBackend keeps keyed state in an embedded pebble LSM database on
 // local disk per keyed operator subtask (Flink's RocksDB backend): state
-// larger than memory, at the cost of serializing every access.
+// larger than memory. A bounded write-back cache in front of each
+// database keeps the hot keys' values in memory (PebbleOptions.CacheBytes);
+// an access that misses it pays a read of the database.
 func PebbleBackend(o PebbleOptions) StateBackend { return pebbleBackend{o} }
 
 type pebbleBackend struct{ o PebbleOptions }
@@ -76,6 +89,7 @@ func (p pebbleBackend) config(log *zap.Logger, maxPar, par, index int) pebble.Co
 	return pebble.Config{
 		MaxParallelism: maxPar, Parallelism: par, Index: index,
 		Dir: p.o.Dir, BlockCacheSize: p.o.BlockCacheSize, MemTableSize: p.o.MemTableSize,
+		CacheBytes: p.o.CacheBytes, DirtyBytes: p.o.DirtyBytes,
 		Incremental: p.o.Incremental, Logger: log,
 	}
 }

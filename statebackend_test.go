@@ -27,7 +27,8 @@ func stateBackends(t *testing.T) []struct {
 	}{
 		{"heap", weir.HeapBackend()},
 		{"pebble", weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20})},
-		{"pebble-incremental", weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20, Incremental: true})},
+		// A cache of a few entries: evictions between every checkpoint.
+		{"pebble-incremental-tinycache", weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20, Incremental: true, CacheBytes: 4 << 10})},
 	}
 }
 
@@ -162,6 +163,11 @@ func TestWithStateBackendValidation(t *testing.T) {
 	throttledSumJob(env, 10, 10, nil)
 	_, err = env.Execute(testCtx(t))
 	require.ErrorContains(t, err, "memtable size")
+
+	env = weir.NewEnvironment(weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{CacheBytes: 1 << 20, DirtyBytes: 2 << 20})))
+	throttledSumJob(env, 10, 10, nil)
+	_, err = env.Execute(testCtx(t))
+	require.ErrorContains(t, err, "dirty bytes")
 }
 
 // Windows (window contents in map and list states, timers written to the

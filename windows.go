@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/network"
+	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
 
@@ -408,6 +409,9 @@ type windowOperator[T, K, OUT, R any] struct {
 
 func (o *windowOperator[T, K, OUT, R]) Open(ctx *task.OperatorContext) error {
 	o.ctx = ctx
+	if err := state.RegisterKeyCodec(ctx.Keyed, o.kc); err != nil {
+		return err
+	}
 	core, err := window.New(ctx.Keyed, o.cfg, o.fn, o)
 	if err != nil {
 		return err

@@ -186,6 +186,24 @@ func (c SliceCodec[T]) Identity() Identity { return composite("slice", "", c.ele
 // Identity names the JSON-encoded type.
 func (JSONCodec[T]) Identity() Identity { return Identity{Name: "json[" + goType[T]() + "]"} }
 
+// FormatIdentity is the identity of a format that lays out the encodings
+// of the codecs parts inside its own framing (a join's buffered values
+// with their timestamps): format(p1,p2,…), versioned by the parts'
+// versions. A format whose own framing changes changes its name.
+func FormatIdentity(format string, parts ...any) Identity { return composite(format, "", parts...) }
+
+// WithIdentity returns c under identity id: a codec of bytes that another
+// format laid out (see FormatIdentity) names that format.
+func WithIdentity[T any](c Codec[T], id Identity) Codec[T] { return identified[T]{c, id} }
+
+type identified[T any] struct {
+	Codec[T]
+	id Identity
+}
+
+func (c identified[T]) Identity() Identity { return c.id }
+func (c identified[T]) FixedSize() int     { return fixedSize(c.Codec) }
+
 // composite names a codec of components: name[typ](c1,c2,…), with the
 // components' versions joined likewise as its version.
 func composite(name, typ string, parts ...any) Identity {

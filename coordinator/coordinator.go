@@ -330,6 +330,20 @@ func WithUpstream(upstream map[state.TaskKey][]state.TaskKey) AttachOption {
 	return attachFunc(func(a *attempt) { a.upstream = upstream })
 }
 
+// Operator is one operator of a vertex: its ID, name and kind.
+type Operator struct {
+	ID, Name, Kind string
+}
+
+// WithOperators gives the operators of each vertex (by vertex ID):
+// checkpoints then record each operator of a finished task as finished
+// (state.OperatorSubtaskState.Finished), so that a job restored from them
+// finds them finished by operator, wherever they then run. Without it a
+// finished task is recorded with no operators.
+func WithOperators(ops map[string][]Operator) AttachOption {
+	return attachFunc(func(a *attempt) { a.operators = ops })
+}
+
 // TaskFinished reports that task, of the attached attempt, finished (its
 // input ended and it sent its end of partition; FLIP-147). It is no
 // longer triggered nor expected to acknowledge; later checkpoints record

@@ -45,6 +45,9 @@ type attempt struct {
 	// upstream, if not nil, lists each task's upstream tasks: a task whose
 	// upstream tasks all finished is triggered directly, like a source.
 	upstream map[state.TaskKey][]state.TaskKey
+	// operators, if not nil, lists the operators of each vertex, which
+	// checkpoints record finished for a finished task.
+	operators map[string][]Operator
 }
 
 // allRunning reports whether every task reported running (or finished).
@@ -151,7 +154,11 @@ type pending struct {
 func (p *pending) metadata() state.Metadata {
 	tasks := maps.Clone(p.acks)
 	for _, t := range p.finished {
-		tasks[t] = state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{}, Finished: true}
+		ops := map[string]state.OperatorSubtaskState{}
+		for _, op := range p.att.operators[t.Vertex] {
+			ops[op.ID] = state.OperatorSubtaskState{Name: op.Name, Kind: op.Kind, Finished: true}
+		}
+		tasks[t] = state.TaskSnapshot{Operators: ops, Finished: true}
 	}
 	return state.Metadata{ID: p.id, Timestamp: p.timestamp, Kind: p.kind, Tasks: tasks}
 }

@@ -42,11 +42,12 @@ import (
 // Commands (TASK is vertex/subtask, e.g. s/0; REQ is r<n>; ID a checkpoint ID):
 //
 //	attach [sources=TASK,..] [all=TASK,..] [delay=D] [running=none]
-//	       [upstream=TASK:UP:UP..,..]
+//	       [upstream=TASK:UP:UP..,..] [operators=VERTEX:OP:OP..,..]
 //	    default: sources s/0 of all s/0,m/0,k/0, first periodic trigger
 //	    after delay 0, and every task reported running at once
 //	    (running=none: none is; report them with "running"); upstream
-//	    gives tasks their upstream tasks (unknown by default)
+//	    gives tasks their upstream tasks (unknown by default); operators
+//	    the operator IDs of vertices (WithOperators)
 //	running TASK
 //	finished TASK            the task finished (FLIP-147)
 //	finishing TASK           the task waits for its final checkpoint
@@ -74,7 +75,8 @@ import (
 //
 //	trigger ID TASK KIND [unaligned|aligned-timeout=D]
 //	complete ID xN | aborted ID xN
-//	persist ID | export ID DIR   (then finished=TASK,.. if any)
+//	persist ID | export ID DIR   (then finished=TASK,.. if any, each
+//	                             TASK[OP OP..] with the operators it records)
 //	discard ID
 //	resolve REQ ok ID | resolve REQ REASON
 //	failjob REASON
@@ -195,7 +197,19 @@ func render(effs []effect) string {
 			var fin []string
 			for k, ts := range e.meta.Tasks {
 				if ts.Finished {
-					fin = append(fin, fmt.Sprintf("%s/%d", k.Vertex, k.Subtask))
+					f := fmt.Sprintf("%s/%d", k.Vertex, k.Subtask)
+					if len(ts.Operators) > 0 {
+						var ops []string
+						for id, op := range ts.Operators {
+							if !op.Finished || op.Keyed != nil || op.Operator != nil {
+								panic(fmt.Sprintf("finished task %s: operator %s with state or unfinished: %+v", f, id, op))
+							}
+							ops = append(ops, id)
+						}
+						slices.Sort(ops)
+						f += "[" + strings.Join(ops, " ") + "]"
+					}
+					fin = append(fin, f)
 				}
 			}
 			if len(fin) > 0 {
@@ -353,6 +367,15 @@ func (tr *transcript) step(t *testing.T, d *datadriven.TestData) string {
 			for _, e := range strings.Split(v, ",") {
 				ks := strings.Split(e, ":")
 				a.upstream[parseTask(ks[0])] = parseTasks(strings.Join(ks[1:], ","))
+			}
+		}
+		if v, ok := kv["operators"]; ok {
+			a.operators = map[string][]Operator{}
+			for _, e := range strings.Split(v, ",") {
+				ks := strings.Split(e, ":")
+				for _, id := range ks[1:] {
+					a.operators[ks[0]] = append(a.operators[ks[0]], Operator{ID: id})
+				}
 			}
 		}
 		var delay time.Duration

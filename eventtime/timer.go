@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/state"
 )
 
@@ -330,6 +331,10 @@ type timerPrefix struct{ hi, lo uint64 }
 // key.
 const timerUserKeyLen = 8
 
+// timerFormat names the layout of the timers in the backend: user key
+// timestamp | namespace, no value (see timerUserKeyLen).
+var timerFormat = codec.Identity{Name: "timers", Version: "1"}
+
 // timerCompactMin is the number of stale entries below which a queue is
 // never rebuilt.
 const timerCompactMin = 64
@@ -355,7 +360,7 @@ func NewTimerService(b state.KeyedBackend, name string) (*TimerService, error) {
 		procTime:  math.MinInt64,
 	}
 	for d, suffix := range [2]string{"event", "processing"} {
-		id, err := b.Register("_timers/"+name+"/"+suffix, state.KindMap)
+		id, err := state.RegisterStateFormat(b, "_timers/"+name+"/"+suffix, state.KindMap, timerFormat)
 		if err != nil {
 			return nil, fmt.Errorf("eventtime: timer service %q: %w", name, err)
 		}

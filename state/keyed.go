@@ -11,17 +11,18 @@ import (
 // ErrCorruptState is returned when stored state bytes cannot be decoded.
 var ErrCorruptState = errors.New("state: corrupt state value")
 
-func register(b KeyedBackend, name string, kind Kind, haveCodec bool) (StateID, error) {
+// checkArgs reports what is missing to register a state, if anything.
+func checkArgs(b KeyedBackend, name string, kind Kind, haveCodec bool) error {
 	if b == nil {
-		return 0, errors.New("state: nil backend")
+		return errors.New("state: nil backend")
 	}
 	if name == "" {
-		return 0, fmt.Errorf("state: %s state without a name", kind)
+		return fmt.Errorf("state: %s state without a name", kind)
 	}
 	if !haveCodec {
-		return 0, fmt.Errorf("state: %s state %q without a codec", kind, name)
+		return fmt.Errorf("state: %s state %q without a codec", kind, name)
 	}
-	return b.Register(name, kind)
+	return nil
 }
 
 // ValueState is a keyed state holding one value per key. It is scoped to the

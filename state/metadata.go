@@ -13,7 +13,7 @@ import (
 	"github.com/weirstream/weir/internal/keygroup"
 )
 
-// The metadata file format (version 4). Integers are uvarints unless noted;
+// The metadata file format (version 6). Integers are uvarints unless noted;
 // strings are uvarint(len) | bytes; maps are written sorted by key so equal
 // metadata encodes to equal bytes.
 //
@@ -23,15 +23,27 @@ import (
 //	snapshot  = tflags:u8 [channels] nOps op*    (tflags bit0 finished, bit1 channels, bit2 inputs)
 //	channels  = stream nInputs nOutputs nSubs* [nEdges nChannels*]   (the last part if tflags bit2)
 //	op        = operatorID:string flags:u8 [keyed] [operator] [incr] [info]
-//	            (flags bit0 keyed, bit1 operator, bit2 incremental keyed, bit3 info)
+//	            (flags bit0 keyed, bit1 operator, bit2 incremental keyed, bit3 info,
+//	            bit4 finished)
 //	keyed     = stream start end nOffsets offset*
 //	operator  = stream nStates (name:string distribution:u8 nOffsets offset*)*
 //	incr      = backend:string nShared file* nPrivate file*
 //	file      = name:string stream
 //	stream    = path:string size sflags:u8 checksum:u64le   (sflags bit0: StreamHandle.Legacy)
-//	info      = name:string nSchemas schema*                 (the operator's name and its states' schemas)
+//	info      = name:string kind:string nSchemas schema*     (the operator's name and kind, its states' schemas)
 //	schema    = name:string kind:string ttl:u8 codec:identity userKey:identity
 //	identity  = name:string version:string
+//
+// Version 6 adds an operator's kind to its info (the kind of operator the
+// API made: "reduce", "window aggregate", "file sink"; a restore refuses to
+// hand its state to an operator of another kind) and its finished flag
+// (flags bit4: the operator had finished in this subtask, FLIP-147; it
+// then holds no state). A task that had finished lists its operators,
+// each finished, so that a restore finds them finished by operator
+// wherever they now run. Version 5 recorded the schema of weir's own
+// operator list states as lists of "bytes", which says nothing of their
+// contents: those schemas (of any operator list of bytes) read as not
+// recorded.
 //
 // Version 5 adds the operator info (flags bit3): the name of the operator,
 // for the errors of a restore that lacks it, and the schema (kind and
@@ -50,8 +62,9 @@ import (
 // version 1 (weir before unaligned checkpoints and finished tasks) is
 // version 2 without tflags and channels. A checkpoint of an earlier
 // version restores as it did (version 4 and older: without schema checks,
-// and errors name operators by ID only); a job restored from it writes
-// version 5.
+// and errors name operators by ID only; version 5 and older: without the
+// operators' kinds, and finished tasks found by vertex); a job restored
+// from it writes version 6.
 //
 // The task snapshot format (EncodeTaskSnapshot; same versions) frames one
 // snapshot of the same grammar the same way:
@@ -64,8 +77,8 @@ var (
 )
 
 const (
-	metaVersion = 5
-	snapVersion = 5
+	metaVersion = 6
+	snapVersion = 6
 	// oldestVersion is the oldest metadata and snapshot version read.
 	oldestVersion = 1
 )
@@ -181,8 +194,11 @@ func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
 		if st.Keyed != nil && st.Keyed.Incremental != nil {
 			flags |= 4
 		}
-		if st.Name != "" || len(st.Schemas) > 0 {
+		if st.Name != "" || st.Kind != "" || len(st.Schemas) > 0 {
 			flags |= 8
+		}
+		if st.Finished {
+			flags |= 16
 		}
 		b = append(b, flags)
 		if k := st.Keyed; k != nil {
@@ -214,6 +230,7 @@ func appendSnapshot(b []byte, ts TaskSnapshot) []byte {
 		}
 		if flags&8 != 0 {
 			b = appendString(b, st.Name)
+			b = appendString(b, st.Kind)
 			b = binary.AppendUvarint(b, uint64(len(st.Schemas)))
 			for _, sc := range st.Schemas {
 				b = appendString(b, sc.Name)
@@ -376,6 +393,8 @@ func (d *decoder) snapshot() TaskSnapshot {
 		flags := d.byte()
 		known := byte(3)
 		switch {
+		case d.version >= 6:
+			known = 31
 		case d.version >= 5:
 			known = 15
 		case d.version >= 3:
@@ -384,7 +403,7 @@ func (d *decoder) snapshot() TaskSnapshot {
 		if (flags&^known != 0 || flags&5 == 4) && d.err == nil {
 			d.err = fmt.Errorf("operator %q: unknown flags %#x", op, flags)
 		}
-		var st OperatorSubtaskState
+		st := OperatorSubtaskState{Finished: flags&16 != 0}
 		if flags&1 != 0 {
 			k := &KeyedStateHandle{StreamHandle: d.stream()}
 			k.KeyGroups = keygroup.Range{Start: int(d.uvarint()), End: int(d.uvarint())}
@@ -409,15 +428,19 @@ func (d *decoder) snapshot() TaskSnapshot {
 		}
 		if flags&8 != 0 {
 			st.Name = d.string()
-			if n := d.count(); n > 0 {
-				st.Schemas = make([]StateSchema, n)
-				for i := range st.Schemas {
-					sc := &st.Schemas[i]
-					sc.Name, sc.Kind = d.string(), d.string()
-					sc.TTL = d.byte() != 0
-					sc.Codec = codec.Identity{Name: d.string(), Version: d.string()}
-					sc.UserKey = codec.Identity{Name: d.string(), Version: d.string()}
+			if d.version >= 6 {
+				st.Kind = d.string()
+			}
+			for n := d.count(); n > 0 && d.err == nil; n-- {
+				var sc StateSchema
+				sc.Name, sc.Kind = d.string(), d.string()
+				sc.TTL = d.byte() != 0
+				sc.Codec = codec.Identity{Name: d.string(), Version: d.string()}
+				sc.UserKey = codec.Identity{Name: d.string(), Version: d.string()}
+				if d.version < 6 && sc.operatorState() && sc.Codec == (codec.Identity{Name: "bytes"}) {
+					continue // says nothing of the contents (see version 6)
 				}
+				st.Schemas = append(st.Schemas, sc)
 			}
 		}
 		if d.err != nil {
@@ -576,7 +599,7 @@ func (m Metadata) Clone() Metadata {
 			nts.Channels = &c
 		}
 		for op, st := range ts.Operators {
-			n := OperatorSubtaskState{Name: st.Name, Schemas: slices.Clone(st.Schemas)}
+			n := OperatorSubtaskState{Name: st.Name, Kind: st.Kind, Finished: st.Finished, Schemas: slices.Clone(st.Schemas)}
 			if st.Keyed != nil {
 				kh := *st.Keyed
 				kh.Offsets = slices.Clone(kh.Offsets)

@@ -46,6 +46,17 @@ func (b *OperatorBackend) Names() []string {
 	return names
 }
 
+// operatorListKind is the schema Kind of an operator list state of dist.
+func operatorListKind(dist Distribution) string {
+	switch dist {
+	case UnionDistribute:
+		return "operator list (union)"
+	case BroadcastDistribute:
+		return "operator list (broadcast)"
+	}
+	return "operator list (split)"
+}
+
 // OperatorListState is a list of elements owned by one subtask.
 type OperatorListState[T any] struct {
 	s *opState
@@ -65,10 +76,7 @@ func GetOperatorListState[T any](b *OperatorBackend, d ListDescriptor[T], dist D
 	if d.TTL.enabled() {
 		return nil, fmt.Errorf("state: operator list state %q: a TTL is for keyed state only", d.Name)
 	}
-	kind := "operator list (split)"
-	if dist == UnionDistribute {
-		kind = "operator list (union)"
-	}
+	kind := operatorListKind(dist)
 	m, _ := d.Codec.(codec.Migrating[T])
 	var reads func(codec.Identity) bool
 	if m != nil {

@@ -18,7 +18,7 @@ import (
 type StateSchema struct {
 	Name string
 	// Kind is the keyed state's kind ("value", "list", "map", "reducing",
-	// "aggregating"), "operator list (split)" or "operator list (union)"
+	// "aggregating"), "operator list (split)", "(union)" or "(broadcast)"
 	// for operator state, or "key" for the codec of a keyed operator's
 	// keys.
 	Kind string
@@ -101,6 +101,12 @@ func (s *Schemas) Restore(operator string, restored []StateSchema) {
 	}
 }
 
+// Restored returns the schema state name was restored with, if any.
+func (s *Schemas) Restored(name string) (StateSchema, bool) {
+	r, ok := s.restored[name]
+	return r, ok
+}
+
 // Snapshot lists the schemas to record in a checkpoint, sorted by name:
 // every registered state's, and those of restored states not registered
 // since (their values are still in the backend).
@@ -128,7 +134,7 @@ func (s *Schemas) Snapshot() []StateSchema {
 func (s *Schemas) register(sc StateSchema, reads func(codec.Identity) bool) (*StateSchema, error) {
 	if cur, ok := s.current[sc.Name]; ok {
 		if cur != sc {
-			return nil, fmt.Errorf("state: state %q registered as %s and again as %s", sc.Name, cur, sc)
+			return nil, fmt.Errorf("state: state %q is registered as %s, requested as %s", sc.Name, cur, sc)
 		}
 		return nil, nil // registered (and migrated) before
 	}
@@ -167,17 +173,46 @@ func RegisterKeyCodec(b KeyedBackend, kc any) error {
 	return err
 }
 
+// RegisterState registers keyed state name of kind in b for an operator
+// core that keeps it in the typed states' layout: the value of a value
+// state, each framed element of a list state, each value of a map state
+// is c's encoding (a map's user keys are userKey's, a codec; nil for the
+// other kinds). Its schema is recorded and checked at restore as the
+// typed states' are (GetValueState and its siblings), and its values are
+// migrated when c is a codec.Migrating that reads the restored ones.
+func RegisterState[T any](b KeyedBackend, name string, kind Kind, c codec.Codec[T], userKey any) (StateID, error) {
+	return registerKeyed(b, name, kind, c, userKey, TTL{})
+}
+
+// RegisterStateFormat registers keyed state name of kind in b whose bytes
+// are laid out by its caller in the format that format names (a timer
+// service's timers, a join's buffers: the format and the identities of
+// the codecs inside it, see codec.FormatIdentity). Its schema is recorded
+// and checked at restore as the typed states' are; it never migrates.
+func RegisterStateFormat(b KeyedBackend, name string, kind Kind, format codec.Identity) (StateID, error) {
+	if err := checkArgs(b, name, kind, true); err != nil {
+		return 0, err
+	}
+	if s := schemasOf(b); s != nil {
+		if _, err := s.register(StateSchema{Name: name, Kind: kind.String(), Codec: format}, nil); err != nil {
+			return 0, err
+		}
+	}
+	return b.Register(name, kind)
+}
+
 // registerKeyed registers keyed state name of kind with its codec (and a
 // map's user-key codec) in b, checks its schema and migrates its values if
-// its codec reads the restored ones.
+// its codec reads the restored ones. The schema is checked before the
+// backend registers the state, so that a state restored as another kind
+// fails with a *SchemaError naming both.
 func registerKeyed[T any](b KeyedBackend, name string, kind Kind, c codec.Codec[T], userKey any, ttl TTL) (StateID, error) {
-	id, err := register(b, name, kind, c != nil && (kind != KindMap || userKey != nil))
-	if err != nil {
+	if err := checkArgs(b, name, kind, c != nil && (kind != KindMap || userKey != nil)); err != nil {
 		return 0, err
 	}
 	s := schemasOf(b)
 	if s == nil {
-		return id, nil
+		return b.Register(name, kind)
 	}
 	sc := StateSchema{Name: name, Kind: kind.String(), TTL: ttl.enabled(), Codec: codec.IdentityOf(c)}
 	if kind == KindMap {
@@ -189,6 +224,10 @@ func registerKeyed[T any](b KeyedBackend, name string, kind Kind, c codec.Codec[
 		reads = m.Reads
 	}
 	from, err := s.register(sc, reads)
+	if err != nil {
+		return 0, err
+	}
+	id, err := b.Register(name, kind)
 	if err != nil || from == nil {
 		return id, err
 	}

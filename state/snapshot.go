@@ -98,11 +98,17 @@ type OperatorSubtaskState struct {
 	Keyed    *KeyedStateHandle
 	Operator *OperatorStateHandle
 	// Name is the operator's name (for errors that name an operator the
-	// restored job lacks); Schemas are its states' schemas (keyed and
-	// operator states, sorted by name), checked when a restored operator
-	// registers its states.
+	// restored job lacks); Kind is the kind of operator (the name the API
+	// gave it: "reduce", "file sink"), whose state a restore hands only to
+	// an operator of the same kind; Schemas are its states' schemas (keyed
+	// and operator states, sorted by name), checked when a restored
+	// operator registers its states.
 	Name    string
+	Kind    string
 	Schemas []StateSchema
+	// Finished says the operator had finished in this subtask (FLIP-147):
+	// it holds no state, and a restore deploys it finished.
+	Finished bool
 }
 
 // Size is the total bytes of the state files.
@@ -124,7 +130,8 @@ func (s OperatorSubtaskState) Size() int64 {
 // every operator in its chain, keyed by the operator's stable ID, and the
 // data in flight on its channels if the checkpoint was unaligned. In a
 // checkpoint's Metadata, a task that had finished before the checkpoint
-// started is recorded with Finished set and nothing else.
+// started is recorded with Finished set and its operators, each Finished
+// and without state (before metadata version 6: without operators).
 type TaskSnapshot struct {
 	Operators map[string]OperatorSubtaskState
 	// Channels is the task's channel state (an unaligned checkpoint), or

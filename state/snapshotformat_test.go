@@ -28,9 +28,14 @@ func TestMetadataEncodingPinned(t *testing.T) {
 		}},
 		{Vertex: "b", Subtask: 0}: {Operators: map[string]state.OperatorSubtaskState{}},
 	}}
-	require.Equal(t, pinnedMetadataV5, hex.EncodeToString(state.EncodeMetadata(m)))
+	require.Equal(t, pinnedMetadataV6, hex.EncodeToString(state.EncodeMetadata(m)))
+	v5, err := hex.DecodeString(pinnedMetadataV5)
+	require.NoError(t, err)
+	got, err := state.DecodeMetadata(v5)
+	require.NoError(t, err)
+	require.Equal(t, m.Clone(), got, "version 5 is still read")
 	m.JobID = "job-1"
-	got, err := state.DecodeMetadata(state.EncodeMetadata(m))
+	got, err = state.DecodeMetadata(state.EncodeMetadata(m))
 	require.NoError(t, err)
 	require.Equal(t, m.Clone(), got)
 	m.JobID = ""
@@ -83,7 +88,10 @@ func asLegacy(m state.Metadata) state.Metadata {
 	return out
 }
 
-// pinnedMetadataV5 is the same, version 5 (without operator info).
+// pinnedMetadataV6 is the metadata of TestMetadataEncodingPinned, version
+// 6 (without operator info).
+const pinnedMetadataV6 = "574549524d45544106002a090100020161010003046e6f6e6500026f70010863686b2d34322f786300efbeadde000000000305030a141e036f7032020863686b2d34322f790700000000000000000002016500000173010104016200000076d981be"
+
 const pinnedMetadataV5 = "574549524d45544105002a090100020161010003046e6f6e6500026f70010863686b2d34322f786300efbeadde000000000305030a141e036f7032020863686b2d34322f7907000000000000000000020165000001730101040162000000a214c32a"
 
 const pinnedMetadataV4 = "574549524d45544104002a090100020161010003046e6f6e6500026f70010863686b2d34322f786300efbeadde000000000305030a141e036f7032020863686b2d34322f7907000000000000000000020165000001730101040162000000eeaf0259"
@@ -100,7 +108,7 @@ func TestMetadataV2FinishedAndChannels(t *testing.T) {
 				InputChannels: 2, Subpartitions: []int{3, 1}}},
 	}}
 	enc := state.EncodeMetadata(m)
-	require.Equal(t, pinnedMetadataV5Channels, hex.EncodeToString(enc))
+	require.Equal(t, pinnedMetadataV6Channels, hex.EncodeToString(enc))
 	v2, err := hex.DecodeString(pinnedMetadataV2Channels)
 	require.NoError(t, err)
 	gotV2, err := state.DecodeMetadata(v2)
@@ -117,7 +125,9 @@ func TestMetadataV2FinishedAndChannels(t *testing.T) {
 	require.Equal(t, m.Tasks[state.TaskKey{Vertex: "sum", Subtask: 1}], ts)
 }
 
-// pinnedMetadataV5Channels is the same, version 5 (without operator info).
+// pinnedMetadataV6Channels is the same, version 6 (without operator info).
+const pinnedMetadataV6Channels = "574549524d45544106000702000002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c0003000000000000000202030100c8b4f004"
+
 const pinnedMetadataV5Channels = "574549524d45544105000702000002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c000300000000000000020203010031a4c3a3"
 
 const pinnedMetadataV4Channels = "574549524d45544104000702000002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c0003000000000000000202030100c979893d"
@@ -148,7 +158,9 @@ func sampleTaskSnapshot() state.TaskSnapshot {
 	}}
 }
 
-// pinnedSnapshotV5 is the same, version 5 (without operator info).
+// pinnedSnapshotV6 is the same, version 6 (without operator info).
+const pinnedSnapshotV6 = "57454952534e415006000003036d61700006736f75726365020963686b2d372f73726308000000000000000000000677696e646f77030d63686b2d372f772d6b6579656480808080802000efbeadde00000000204004001181808080808080108380808080808080400a63686b2d372f772d6f706300010000000000000002076f666673657473000300081005756e696f6e01007e0901d1"
+
 const pinnedSnapshotV5 = "57454952534e415005000003036d61700006736f75726365020963686b2d372f73726308000000000000000000000677696e646f77030d63686b2d372f772d6b6579656480808080802000efbeadde00000000204004001181808080808080108380808080808080400a63686b2d372f772d6f706300010000000000000002076f666673657473000300081005756e696f6e0100b6c01f85"
 
 const pinnedSnapshotV4 = "57454952534e415004000003036d61700006736f75726365020963686b2d372f73726308000000000000000000000677696e646f77030d63686b2d372f772d6b6579656480808080802000efbeadde00000000204004001181808080808080108380808080808080400a63686b2d372f772d6f706300010000000000000002076f666673657473000300081005756e696f6e0100a1554e4a"
@@ -159,10 +171,15 @@ func TestTaskSnapshotEncoding(t *testing.T) {
 	ts := sampleTaskSnapshot()
 	enc := state.EncodeTaskSnapshot(ts)
 	require.Equal(t, enc, state.EncodeTaskSnapshot(sampleTaskSnapshot()), "deterministic")
-	require.Equal(t, pinnedSnapshotV5, hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
+	require.Equal(t, pinnedSnapshotV6, hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
 	got, err := state.DecodeTaskSnapshot(enc)
 	require.NoError(t, err)
 	require.Equal(t, ts, got)
+	v5, err := hex.DecodeString(pinnedSnapshotV5)
+	require.NoError(t, err)
+	got, err = state.DecodeTaskSnapshot(v5)
+	require.NoError(t, err)
+	require.Equal(t, ts, got, "version 5 is still read")
 	legacy := asLegacy(state.Metadata{Tasks: map[state.TaskKey]state.TaskSnapshot{{}: ts}}).Tasks[state.TaskKey{}]
 	v2, err := hex.DecodeString(pinnedSnapshotV2)
 	require.NoError(t, err)
@@ -222,7 +239,7 @@ func TestTaskSnapshotCorrupt(t *testing.T) {
 	}{
 		{"nil", nil, "bad magic or too short"},
 		{"metadata", state.EncodeMetadata(state.Metadata{ID: 1}), "bad magic"},
-		{"version 6", frame("WEIRSNAP", 6, body), "unsupported task snapshot version 6"},
+		{"version 7", frame("WEIRSNAP", 7, body), "unsupported task snapshot version 7"},
 		{"version 0", frame("WEIRSNAP", 0, body), "unsupported task snapshot version 0"},
 		{"trailing byte", frame("WEIRSNAP", 4, append(append([]byte(nil), body...), 0)), "1 trailing bytes"},
 		{"truncated body", frame("WEIRSNAP", 4, body[:len(body)-1]), "truncated"},
@@ -268,10 +285,10 @@ func FuzzDecodeTaskSnapshot(f *testing.F) {
 	})
 }
 
-// Version 5 records each operator's name and its states' schemas; a
-// version 4 file (without them) still reads, to the same metadata less
-// them.
-func TestMetadataV5OperatorInfo(t *testing.T) {
+// Version 5 records each operator's name and its states' schemas, version
+// 6 its kind and its finished flag as well; a version 4 file (without
+// them) still reads, to the same metadata less them.
+func TestMetadataV6OperatorInfo(t *testing.T) {
 	v4, err := hex.DecodeString(pinnedMetadataV4)
 	require.NoError(t, err)
 	old, err := state.DecodeMetadata(v4)
@@ -280,15 +297,17 @@ func TestMetadataV5OperatorInfo(t *testing.T) {
 	m := old.Clone()
 	ts := m.Tasks[state.TaskKey{Vertex: "a", Subtask: 1}]
 	op := ts.Operators["op"]
-	op.Name = "running sum"
+	op.Name, op.Kind = "running sum", "process"
 	op.Schemas = []state.StateSchema{
 		{Name: "_key", Kind: state.KindKey, Codec: codec.Identity{Name: "int64"}},
 		{Name: "m", Kind: "map", TTL: true, Codec: codec.Identity{Name: "struct2[main.Acc](int64,int64)", Version: "(,)"},
 			UserKey: codec.Identity{Name: "string"}},
 	}
 	ts.Operators["op"] = op
+	ts.Operators["done"] = state.OperatorSubtaskState{Finished: true}
+	ts.Operators["done too"] = state.OperatorSubtaskState{Name: "file sink", Kind: "file sink", Finished: true}
 	enc := state.EncodeMetadata(m)
-	require.Equal(t, uint16(5), binary.LittleEndian.Uint16(enc[8:]))
+	require.Equal(t, uint16(6), binary.LittleEndian.Uint16(enc[8:]))
 	got, err := state.DecodeMetadata(enc)
 	require.NoError(t, err)
 	require.Equal(t, m, got)
@@ -296,13 +315,35 @@ func TestMetadataV5OperatorInfo(t *testing.T) {
 	snap, err := state.DecodeTaskSnapshot(state.EncodeTaskSnapshot(ts))
 	require.NoError(t, err)
 	require.Equal(t, ts, snap)
-	// A version 4 file may not set the info flag.
-	bad := append([]byte(nil), enc...)
-	binary.LittleEndian.PutUint16(bad[8:], 4)
-	binary.LittleEndian.PutUint32(bad[len(bad)-4:], crc32.Checksum(bad[:len(bad)-4], crc32.MakeTable(crc32.Castagnoli)))
-	_, err = state.DecodeMetadata(bad)
-	require.Error(t, err)
+	// A version 4 file may not set the info flag, a version 5 file not the
+	// finished flag.
+	for v, flag := range map[uint16]byte{4: 8, 5: 16} {
+		b := state.EncodeMetadata(state.Metadata{ID: 1, Tasks: map[state.TaskKey]state.TaskSnapshot{{Vertex: "v"}: {
+			Operators: map[string]state.OperatorSubtaskState{"op": {Name: "x", Finished: flag == 16}}}}})
+		binary.LittleEndian.PutUint16(b[8:], v)
+		binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], crc32.MakeTable(crc32.Castagnoli)))
+		_, err = state.DecodeMetadata(b)
+		require.ErrorContains(t, err, "unknown flags", "version %d", v)
+	}
 }
+
+// A version 5 file (written by weir of that version) reads without the
+// operator's kind, and without the schemas of its operator lists of bytes
+// (weir's own states' schemas, which said nothing of their contents).
+func TestMetadataV5Schemas(t *testing.T) {
+	v5, err := hex.DecodeString(pinnedMetadataV5Schemas)
+	require.NoError(t, err)
+	got, err := state.DecodeMetadata(v5)
+	require.NoError(t, err)
+	op := got.Tasks[state.TaskKey{Vertex: "b"}].Operators["b"]
+	require.Equal(t, "broadcast process", op.Name)
+	require.Empty(t, op.Kind)
+	require.Equal(t, []state.StateSchema{{Name: "seen", Kind: "operator list (union)", Codec: codec.Identity{Name: "int64"}}}, op.Schemas)
+}
+
+// pinnedMetadataV5Schemas: a broadcast process's broadcast state (schema
+// "operator list (split)" of bytes) and a union list of int64, version 5.
+const pinnedMetadataV5Schemas = "574549524d45544105000302000001016200000101620a0763686b2d332f620400000000000000000001105f62726f6164636173742f72756c657302001162726f6164636173742070726f6365737302105f62726f6164636173742f72756c6573156f70657261746f72206c697374202873706c69742900056279746573000000047365656e156f70657261746f72206c6973742028756e696f6e290005696e743634000000a7968982"
 
 // A channel state handle records the channels of each input of the task
 // (tflags bit2): they round-trip, a handle without them encodes as

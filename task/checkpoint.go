@@ -369,6 +369,9 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 		}
 		st := t.states[i]
 		p := snapshotPart{opID: op.ID(), name: op.Name(), schemas: st.schemas()}
+		if k, ok := op.(KindedOperator); ok {
+			p.kind = k.Kind()
+		}
 		owner := state.FileOwner{Vertex: t.cfg.Key.Vertex, Subtask: t.cfg.Key.Subtask, Operator: op.ID()}
 		w := state.PrefixedWriters(c.cfg.Storage.ForOwner(owner), st.prefix)
 		if b.Options.Kind == barrier.Savepoint {
@@ -399,7 +402,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 		snap := state.TaskSnapshot{Operators: make(map[string]state.OperatorSubtaskState, len(parts))}
 		var firstErr error
 		for _, p := range parts {
-			os := state.OperatorSubtaskState{Name: p.name, Schemas: p.schemas}
+			os := state.OperatorSubtaskState{Name: p.name, Kind: p.kind, Schemas: p.schemas}
 			if p.keyed != nil {
 				h, err := p.keyed(t.runCtx)
 				if err != nil && firstErr == nil {
@@ -446,6 +449,7 @@ func (t *Task) performCheckpoint(b barrier.Barrier, align time.Duration) error {
 type snapshotPart struct {
 	opID    string
 	name    string
+	kind    string
 	schemas []state.StateSchema
 	keyed   state.KeyedSnapshotFunc    // nil for non-keyed operators
 	oper    state.OperatorSnapshotFunc // nil if its synchronous part failed

@@ -42,6 +42,15 @@ type Operator interface {
 	NotifyCheckpointAborted(id barrier.CheckpointID) error
 }
 
+// KindedOperator is implemented by an operator that names its kind (the
+// name its API gave it: "reduce", "file sink"), which its snapshots record
+// (state.OperatorSubtaskState.Kind): a restore hands an operator's state
+// only to an operator of the same kind.
+type KindedOperator interface {
+	Operator
+	Kind() string
+}
+
 // OperatorContext is what an operator gets at Open.
 type OperatorContext struct {
 	TaskName string

@@ -83,12 +83,14 @@ func TestWindowJob(t *testing.T) {
 }
 
 // The same job on the pebble backend with incremental checkpoints, whose
-// shared files live in the fault-injecting checkpoint storage too.
+// shared files live in the fault-injecting checkpoint storage too, and a
+// cache of a few entries, so that evictions write to the database between
+// checkpoints.
 func TestPebbleBackend(t *testing.T) {
 	collect := func(r *weirtest.R, s *weir.Stream[[2]int64]) { weirtest.Collect(r, s, byKey) }
 	weirtest.Run(t, weirtest.Config{Seeds: 3}, func(r *weirtest.R) {
 		backend := weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{Dir: r.TempDir(), Incremental: true,
-			BlockCacheSize: 1 << 20, MemTableSize: 1 << 20}))
+			BlockCacheSize: 1 << 20, MemTableSize: 1 << 20, CacheBytes: 4 << 10}))
 		pipeline(5000, []weir.Option{backend}, collect)(r)
 	})
 }

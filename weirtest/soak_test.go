@@ -65,7 +65,7 @@ func TestSoak(t *testing.T) {
 			if c.pebble {
 				job = func(r *weirtest.R) {
 					soakJobWith(r, weir.WithStateBackend(weir.PebbleBackend(weir.PebbleOptions{Dir: r.TempDir(), Incremental: true,
-						BlockCacheSize: 1 << 20, MemTableSize: 1 << 20})))
+						BlockCacheSize: 1 << 20, MemTableSize: 1 << 20, CacheBytes: 4 << 10})))
 				}
 			}
 			rep := weirtest.Run(t, weirtest.Config{Seeds: 1000, TCP: c.tcp, Unaligned: c.unaligned, RunTimeout: 5 * time.Minute}, job)

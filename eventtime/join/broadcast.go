@@ -34,6 +34,21 @@ type BroadcastStates struct {
 	writable bool
 }
 
+// BroadcastState names one broadcast state and the codecs of its keys and
+// values, whose identities its schema records: a restore that declares
+// other codecs for it is refused (state.SchemaError).
+type BroadcastState struct {
+	Name       string
+	Key, Value any // codecs
+}
+
+// entriesCodec is the codec of the elements of the operator list state
+// that holds a broadcast state of key and value codecs kc, vc: their
+// identities named, the entries' framing is the core's.
+func entriesCodec(kc, vc any) codec.Codec[[]byte] {
+	return codec.WithIdentity(codec.Bytes(), codec.FormatIdentity("broadcast-map", kc, vc))
+}
+
 // NewBroadcastStates returns an empty set of broadcast states.
 func NewBroadcastStates() *BroadcastStates { return &BroadcastStates{maps: map[string]*BroadcastMap{}} }
 
@@ -47,7 +62,7 @@ func (s *BroadcastStates) Writable() bool { return s.writable }
 func (s *BroadcastStates) Map(name string) *BroadcastMap {
 	m := s.maps[name]
 	if m == nil {
-		m = &BroadcastMap{owner: s, entries: map[string][]byte{}}
+		m = &BroadcastMap{owner: s, entries: map[string][]byte{}, codec: codec.Bytes()}
 		s.maps[name] = m
 	}
 	return m
@@ -72,11 +87,11 @@ const broadcastStatePrefix = "_broadcast/"
 // | key | value), in key order; b then snapshots with the operator.
 func (s *BroadcastStates) Snapshot(b *state.OperatorBackend) error {
 	for _, name := range s.Names() {
-		l, err := state.GetOperatorListState(b, state.ListDescriptor[[]byte]{Name: broadcastStatePrefix + name, Codec: codec.Bytes()}, state.BroadcastDistribute)
+		m := s.maps[name]
+		l, err := state.GetOperatorListState(b, state.ListDescriptor[[]byte]{Name: broadcastStatePrefix + name, Codec: m.codec}, state.BroadcastDistribute)
 		if err != nil {
 			return err
 		}
-		m := s.maps[name]
 		elems := make([][]byte, 0, len(m.entries))
 		for _, k := range m.Keys() {
 			e := binary.AppendUvarint(nil, uint64(len(k)))
@@ -91,10 +106,18 @@ func (s *BroadcastStates) Snapshot(b *state.OperatorBackend) error {
 }
 
 // Restore replaces the maps with those b holds (b restored already, for
-// this subtask: the copy of its old subtask). A name b does not hold is an
-// empty map; names b holds but not listed are restored too.
-func (s *BroadcastStates) Restore(b *state.OperatorBackend, names []string) error {
+// this subtask: the copy of its old subtask), checking each listed state's
+// schema against the one it was restored with. A listed state b does not
+// hold is an empty map; states b holds but not listed are restored too,
+// and kept under the schema they were restored with.
+func (s *BroadcastStates) Restore(b *state.OperatorBackend, states []BroadcastState) error {
 	s.maps = map[string]*BroadcastMap{}
+	codecs := map[string]codec.Codec[[]byte]{}
+	var names []string
+	for _, st := range states {
+		names = append(names, st.Name)
+		codecs[st.Name] = entriesCodec(st.Key, st.Value)
+	}
 	for _, n := range b.Names() {
 		if name, ok := bytes.CutPrefix([]byte(n), []byte(broadcastStatePrefix)); ok {
 			names = append(names, string(name))
@@ -105,7 +128,12 @@ func (s *BroadcastStates) Restore(b *state.OperatorBackend, names []string) erro
 			continue
 		}
 		m := s.Map(name)
-		l, err := state.GetOperatorListState(b, state.ListDescriptor[[]byte]{Name: broadcastStatePrefix + name, Codec: codec.Bytes()}, state.BroadcastDistribute)
+		if c, ok := codecs[name]; ok {
+			m.codec = c
+		} else if r, ok := b.StateSchemas().Restored(broadcastStatePrefix + name); ok {
+			m.codec = codec.WithIdentity(codec.Bytes(), r.Codec)
+		}
+		l, err := state.GetOperatorListState(b, state.ListDescriptor[[]byte]{Name: broadcastStatePrefix + name, Codec: m.codec}, state.BroadcastDistribute)
 		if err != nil {
 			return err
 		}
@@ -129,6 +157,8 @@ type BroadcastMap struct {
 	owner   *BroadcastStates
 	entries map[string][]byte
 	keys    []string // sorted; nil when stale
+	// codec is that of the operator list state's elements (entriesCodec).
+	codec codec.Codec[[]byte]
 }
 
 // Get returns the value of key.
@@ -201,7 +231,7 @@ func (m *BroadcastMap) Keys() []string {
 // The caller's duties, in order:
 //
 //  1. Restore the keyed and operator backends (or leave them empty), then
-//     NewKeyedBroadcast with the broadcast states' names.
+//     NewKeyedBroadcast with the broadcast states.
 //  2. For an element of the keyed side, ProcessElement with its key: fn
 //     runs with the key current and the broadcast states read-only.
 //  3. For a broadcast element, ProcessBroadcast: fn runs with the states
@@ -224,16 +254,15 @@ type KeyedBroadcast struct {
 }
 
 // NewKeyedBroadcast returns the core over the (restored) backends, with
-// the broadcast states called names (and any other the operator backend
-// holds).
-func NewKeyedBroadcast(keyed state.KeyedBackend, oper *state.OperatorBackend, names []string) (*KeyedBroadcast, error) {
+// the broadcast states states (and any other the operator backend holds).
+func NewKeyedBroadcast(keyed state.KeyedBackend, oper *state.OperatorBackend, states []BroadcastState) (*KeyedBroadcast, error) {
 	timers, err := eventtime.NewTimerService(keyed, "broadcast")
 	if err != nil {
 		return nil, err
 	}
 	o := &KeyedBroadcast{States: NewBroadcastStates(), keyed: keyed, oper: oper, timers: timers,
 		w: [2]int64{eventtime.MinWatermark, eventtime.MinWatermark}, wm: eventtime.MinWatermark}
-	if err := o.States.Restore(oper, names); err != nil {
+	if err := o.States.Restore(oper, states); err != nil {
 		return nil, err
 	}
 	return o, nil

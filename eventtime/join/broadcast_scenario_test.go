@@ -82,7 +82,7 @@ func (sc *broadcastScenario) open(snap *broadcastSnapshot) {
 			require.NoError(t, keyed.Restore([]state.KeyedStateHandle{*snap.keyed}, sc.storage))
 		}
 	}
-	core, err := NewKeyedBroadcast(keyed, oper, []string{broadcastStateName})
+	core, err := NewKeyedBroadcast(keyed, oper, []BroadcastState{{Name: broadcastStateName, Key: codec.Bytes(), Value: codec.Bytes()}})
 	require.NoError(t, err)
 	sc.core, sc.keyed, sc.oper = core, keyed, oper
 }

@@ -142,7 +142,13 @@ func NewInterval[L, R any](b state.KeyedBackend, cfg IntervalConfig, lc codec.Co
 	}
 	j := &Interval[L, R]{b: b, lc: lc, rc: rc, out: out, lo: lo, hi: hi, wm: math.MinInt64}
 	for s, side := range [2]string{"left", "right"} {
-		id, err := b.Register("_interval/"+name+"/"+side, state.KindList)
+		// A list of framed elements: a side's codec's encoding, then its
+		// timestamp (elemHead, add).
+		format := codec.FormatIdentity("interval-element", any(lc))
+		if s == 1 {
+			format = codec.FormatIdentity("interval-element", any(rc))
+		}
+		id, err := state.RegisterStateFormat(b, "_interval/"+name+"/"+side, state.KindList, format)
 		if err != nil {
 			return nil, fmt.Errorf("join: interval join %q: %w", name, err)
 		}

@@ -22,6 +22,9 @@ type Function[IN, OUT any] struct {
 type windowFunc[IN, OUT any] interface {
 	// kind is the kind of the contents state.
 	kind() state.Kind
+	// register registers the contents state called name in b, checking
+	// (and migrating) it against the schema it was restored with.
+	register(b state.KeyedBackend, name string) (state.StateID, error)
 	// add adds v to the contents in state id; existed reports that there
 	// were contents before (false when it cannot tell).
 	add(b state.KeyedBackend, id state.StateID, v IN) (existed bool, err error)
@@ -141,7 +144,10 @@ type reduceFunc[T any] struct {
 }
 
 func (f *reduceFunc[T]) kind() state.Kind { return state.KindValue }
-func (f *reduceFunc[T]) canMerge() error  { return nil }
+func (f *reduceFunc[T]) register(b state.KeyedBackend, name string) (state.StateID, error) {
+	return state.RegisterState(b, name, state.KindValue, f.c, nil)
+}
+func (f *reduceFunc[T]) canMerge() error { return nil }
 
 // foldIn folds f.in into the stored value.
 func (f *reduceFunc[T]) foldIn(old []byte, ok bool, dst []byte) ([]byte, error) {
@@ -187,6 +193,9 @@ type aggregateFunc[IN, ACC, OUT any] struct {
 }
 
 func (f *aggregateFunc[IN, ACC, OUT]) kind() state.Kind { return state.KindValue }
+func (f *aggregateFunc[IN, ACC, OUT]) register(b state.KeyedBackend, name string) (state.StateID, error) {
+	return state.RegisterState(b, name, state.KindValue, f.f.Codec, nil)
+}
 
 func (f *aggregateFunc[IN, ACC, OUT]) canMerge() error {
 	if f.f.Merge == nil {
@@ -244,7 +253,10 @@ type processFunc[IN, OUT any] struct {
 }
 
 func (f *processFunc[IN, OUT]) kind() state.Kind { return state.KindList }
-func (f *processFunc[IN, OUT]) canMerge() error  { return nil }
+func (f *processFunc[IN, OUT]) register(b state.KeyedBackend, name string) (state.StateID, error) {
+	return state.RegisterState(b, name, state.KindList, f.c, nil)
+}
+func (f *processFunc[IN, OUT]) canMerge() error { return nil }
 
 func (f *processFunc[IN, OUT]) add(b state.KeyedBackend, id state.StateID, v IN) (bool, error) {
 	f.buf = f.c.Append(f.buf[:0], v)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/eventtime"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/state"
@@ -156,17 +157,19 @@ func New[IN, OUT any](b state.KeyedBackend, cfg Config, fn Function[IN, OUT], ou
 		return nil, err
 	}
 	prefix := "_window/" + name + "/"
+	if c.contentsID, err = wf.register(b, prefix+"contents"); err != nil {
+		return nil, fmt.Errorf("window: %w", err)
+	}
 	for _, s := range []struct {
-		id   *stateID
-		name string
-		kind state.Kind
+		id     *stateID
+		name   string
+		format string // of the values: a big-endian int64, a window's sessions
 	}{
-		{&c.contentsID, "contents", wf.kind()},
-		{&c.countID, "count", state.KindValue},
-		{&c.fireID, "fire-time", state.KindValue},
-		{&c.sessionsID, "sessions", state.KindValue},
+		{&c.countID, "count", "window-int"},
+		{&c.fireID, "fire-time", "window-int"},
+		{&c.sessionsID, "sessions", "window-sessions"},
 	} {
-		if *s.id, err = b.Register(prefix+s.name, s.kind); err != nil {
+		if *s.id, err = state.RegisterStateFormat(b, prefix+s.name, state.KindValue, codec.Identity{Name: s.format, Version: "1"}); err != nil {
 			return nil, fmt.Errorf("window: %w", err)
 		}
 	}

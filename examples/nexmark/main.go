@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -35,20 +36,37 @@ func main() {
 	flag.IntVar(&p.p, "p", 1, "parallelism")
 	flag.StringVar(&p.backend, "backend", "heap", "state backend: heap or pebble")
 	flag.Uint64Var(&p.seed, "seed", 1, "generator seed")
-	flag.DurationVar(&p.checkpoint, "checkpoint", 10*time.Second, "checkpoint interval (with -kill, 200ms unless set)")
+	flag.DurationVar(&p.checkpoint, "checkpoint", 10*time.Second, "checkpoint interval (with -kill: 200ms unless set)")
 	flag.IntVar(&p.kill, "kill", 0, "task failures to inject")
 	flag.Int64Var(&p.rate, "rate", 10_000_000, "events per second of event time (the generator's rate)")
-	flag.Float64Var(&p.limit, "limit", 0, "events per second of wall time, all source subtasks together (0: no limit)")
+	flag.Float64Var(&p.limit, "limit", 0, "events per second of wall time, all source subtasks together (0: no limit; with -kill: events/4 unless set)")
 	flag.Int64Var(&p.disorder, "disorder", 1, "out-of-order group size of the generator (1: in order)")
 	flag.StringVar(&p.dump, "dump", "", "directory to write events.jsonl and <query>.jsonl to")
 	flag.BoolVar(&p.verify, "verify", true, "verify the output against the batch computation (false: discard it)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if p.kill > 0 && !set["checkpoint"] {
 		p.checkpoint = 200 * time.Millisecond
 	}
+	if p.kill > 0 && !set["limit"] {
+		// Long enough for checkpoints to complete between the failures.
+		p.limit = float64(p.events) / 4
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nexmark:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(context.Background(), p, os.Stdout); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "nexmark:", err)
 		os.Exit(1)
 	}

@@ -176,7 +176,11 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 		log.Info("restoring", zap.String("from", cc.RestoreFrom),
 			zap.Uint64("checkpoint", uint64(rp.Meta.ID)), zap.Stringer("kind", rp.Meta.Kind), zap.String("job", rp.Meta.JobID))
 		if g != nil {
-			if err := checkNonRestored(rp, g, cc.AllowNonRestoredState, log); err != nil {
+			err := rp.CheckKinds(g)
+			if err == nil {
+				err = checkNonRestored(rp, g, cc.AllowNonRestoredState, log)
+			}
+			if err != nil {
 				return nil, nil, fmt.Errorf("weir: restore from %s: %w", cc.RestoreFrom, err)
 			}
 		}

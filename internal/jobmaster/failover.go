@@ -55,6 +55,8 @@ type failover struct {
 	status  *jobStatus // nil: not tracked
 	// upstream is the job's topology for the coordinator (nil: unknown).
 	upstream map[state.TaskKey][]state.TaskKey
+	// operators are the operators of each vertex, for the coordinator.
+	operators map[string][]coordinator.Operator
 }
 
 // run runs the job to its end. The coordinator runs for as long; it is
@@ -146,7 +148,7 @@ func (f *failover) runAttempt(ctx context.Context, a attempt) error {
 	f.ck.mu.cancelAttempt = acancel
 	f.ck.mu.Unlock()
 	sources, all := a.taskKeys()
-	if err := coord.Attach(sources, all, a.gateway(), coordinator.WithUpstream(f.upstream)); err != nil {
+	if err := coord.Attach(sources, all, a.gateway(), coordinator.WithUpstream(f.upstream), coordinator.WithOperators(f.operators)); err != nil {
 		return fmt.Errorf("weir: %w", err)
 	}
 	var once sync.Once

@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/dashboard"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/network"
@@ -191,5 +192,17 @@ func newFailover(spec *Spec, ck *checkpointing, status *jobStatus, start startAt
 		restart = DefaultRestartStrategy()
 	}
 	restart.Reset() // a strategy value may have served an earlier job
-	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger, status: status, upstream: spec.Graph.Upstream()}
+	return &failover{ck: ck, start: start, restart: restart, log: spec.Logger, status: status, upstream: spec.Graph.Upstream(),
+		operators: operatorsOf(spec.Graph)}
+}
+
+// operatorsOf lists the operators of each vertex of g.
+func operatorsOf(g *graph.JobGraph) map[string][]coordinator.Operator {
+	ops := make(map[string][]coordinator.Operator, len(g.Vertices))
+	for _, v := range g.Vertices {
+		for _, n := range v.Nodes {
+			ops[v.ID] = append(ops[v.ID], coordinator.Operator{ID: n.UID, Name: n.Name, Kind: n.Kind})
+		}
+	}
+	return ops
 }

@@ -27,7 +27,7 @@ func TestDiskFailureFailsWrites(t *testing.T) {
 		return nil
 	})))
 	fail.Injector = errorfs.ErrInjected
-	b, err := pebble.New(pebble.Config{Dir: t.TempDir(), FS: fs, MemTableSize: 64 << 10, MemTables: 16, BlockCacheSize: 1 << 20})
+	b, err := pebble.New(pebble.Config{Dir: t.TempDir(), FS: fs, MemTableSize: 64 << 10, MemTables: 16, BlockCacheSize: 1 << 20, CacheBytes: 64 << 10})
 	require.NoError(t, err)
 	s, err := b.Register("v", state.KindValue)
 	require.NoError(t, err)

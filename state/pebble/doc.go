@@ -21,6 +21,24 @@
 // The write-ahead log is off: state is recovered from checkpoints, never
 // from the local disk.
 //
+// In front of the database sits a write-back cache, bounded in bytes
+// (Config.CacheBytes): the values of value, list, reducing and aggregating
+// states by their data key, as the heap backend holds them. A cached key
+// is read, written and folded in place (state.Updater) without touching
+// pebble; a miss reads the database once and caches what it found,
+// absence included; a Put or Delete of an uncached key reads nothing; a
+// list not cached merges its element into the database without a read.
+// Cold entries are evicted (CLOCK, second chance), the dirty ones written
+// in one sorted batch per eviction round; dirty entries beyond
+// Config.DirtyBytes are written back in one sorted batch and stay cached.
+// A snapshot's synchronous part writes every dirty entry in one batch
+// before it takes pebble's snapshot or local checkpoint, so full and
+// incremental checkpoints, rescaling, TTL and the timer services work on
+// the database as before. Evictions write to the working database only,
+// never to a completed checkpoint's files: a crash loses nothing the last
+// completed checkpoint had. Map states are not cached. A failed batch
+// commit fails the backend: every later call returns the error.
+//
 // Incremental checkpoints (Config.Incremental) flush the memtables and
 // hard-link the database's files at the barrier, and upload only the
 // table files no completed checkpoint uploaded before (see incremental.go

@@ -261,6 +261,7 @@ func (b *Backend) restoreIncremental(handles []state.KeyedStateHandle, r state.S
 		if err := b.download(h, r, dir); err != nil {
 			return fmt.Errorf("pebble: restore incremental snapshot of %s: %w", h.Backend, err)
 		}
+		_ = b.wb.Close() // empty: the batch of the database replaced
 		err := b.db.Close()
 		b.db = nil
 		if err != nil {
@@ -278,6 +279,7 @@ func (b *Backend) restoreIncremental(handles []state.KeyedStateHandle, r state.S
 			return fmt.Errorf("pebble: restore incremental snapshot of %s: %w", h.Backend, err)
 		}
 		b.db = db
+		b.wb = db.NewBatch()
 		reg, err := readRegistry(db)
 		if err != nil {
 			return fmt.Errorf("pebble: restore incremental snapshot of %s: %w", h.Backend, err)

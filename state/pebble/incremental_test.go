@@ -18,8 +18,10 @@ import (
 	"github.com/weirstream/weir/state/pebble"
 )
 
+// incFactory makes incremental backends with a tiny cache, so that the
+// incremental suites exercise eviction between checkpoints too.
 func incFactory(t testing.TB, maxPar, par, index int) state.KeyedBackend {
-	b, err := pebble.New(small(t, pebble.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Incremental: true}))
+	b, err := pebble.New(small(t, pebble.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, Incremental: true, CacheBytes: tinyCache}))
 	require.NoError(t, err)
 	return b
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	pdb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -26,6 +27,9 @@ const (
 	DefaultBlockCacheSize = 64 << 20
 	DefaultMemTableSize   = 64 << 20
 	DefaultMemTables      = 2
+	// DefaultCacheBytes bounds the write-back cache of typed values in
+	// front of the database (Config.CacheBytes).
+	DefaultCacheBytes = 64 << 20
 )
 
 // Config configures a Backend. The zero value serves all key groups of a
@@ -51,6 +55,22 @@ type Config struct {
 	// MemTables is the number of memtables before writes stall; 0 means
 	// DefaultMemTables.
 	MemTables int
+	// CacheBytes bounds the write-back cache in front of the database, in
+	// bytes of the Go heap: the values of value, list, reducing and
+	// aggregating states, as the heap backend holds them, each with a
+	// constant overhead (about 128 bytes). A cached key is read and
+	// updated without touching pebble; cold entries are evicted to pebble
+	// in sorted batches, and the dirty ones are written in one batch at
+	// each snapshot, before pebble's. 0 means DefaultCacheBytes; a
+	// negative value turns the cache off (every access goes to pebble).
+	// Map states are not cached.
+	CacheBytes int64
+	// DirtyBytes bounds the cache's dirty entries (written since the last
+	// write-back): beyond it they are written to pebble, in one sorted
+	// batch, and stay cached, clean. It bounds the write a snapshot's
+	// synchronous part does. 0 means a quarter of CacheBytes; it must not
+	// exceed CacheBytes.
+	DirtyBytes int64
 	// Incremental makes checkpoints incremental: each uploads only the
 	// files of the database that no previous checkpoint uploaded.
 	// Savepoints are always full.
@@ -89,6 +109,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MemTables == 0 {
 		c.MemTables = DefaultMemTables
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.DirtyBytes < 0 || (c.CacheBytes > 0 && c.DirtyBytes > c.CacheBytes) {
+		return c, fmt.Errorf("pebble: dirty bytes %d out of range [0, cache bytes %d]", c.DirtyBytes, c.CacheBytes)
+	}
+	if c.DirtyBytes == 0 && c.CacheBytes > 0 {
+		c.DirtyBytes = max(c.CacheBytes/4, 1)
 	}
 	if c.Dir == "" {
 		c.Dir = os.TempDir()
@@ -139,6 +168,17 @@ type Backend struct {
 
 	inc *incremental // nil unless cfg.Incremental
 
+	// c is the write-back cache (nil when Config.CacheBytes < 0); wb is
+	// the batch its evictions and write-backs are written in, committed
+	// before the call that filled it returns. failed is the first failed
+	// commit: every later call returns it (the cache dropped what the
+	// batch held, so the database no longer has the state).
+	c      *cache
+	wb     *pdb.Batch
+	failed error
+	stats  CacheStats
+	upd    []byte // Update's new value without the cache
+
 	mu struct {
 		sync.Mutex
 		closed   bool
@@ -172,6 +212,9 @@ func New(cfg Config) (*Backend, error) {
 		byName:   map[string]state.StateID{},
 		curGroup: -1,
 	}
+	if cfg.CacheBytes > 0 {
+		b.c = newCache(cfg.CacheBytes, cfg.DirtyBytes)
+	}
 	if cfg.Incremental {
 		if b.inc, err = newIncremental(); err != nil {
 			_ = cfg.FS.RemoveAll(dir)
@@ -182,6 +225,7 @@ func New(cfg Config) (*Backend, error) {
 		_ = cfg.FS.RemoveAll(dir)
 		return nil, err
 	}
+	b.wb = b.db.NewBatch()
 	return b, nil
 }
 
@@ -367,8 +411,12 @@ func (b *Backend) key(s state.StateID, userKey []byte) ([]byte, state.StateMeta,
 	return b.ukbuf, m, nil
 }
 
-// writeErr returns the background error, if any.
+// writeErr returns the failure of a cache write or the background error,
+// if any.
 func (b *Backend) writeErr() error {
+	if b.failed != nil {
+		return b.failed
+	}
 	if p := b.bgErr.Load(); p != nil {
 		return *p
 	}
@@ -381,6 +429,19 @@ func (b *Backend) Get(s state.StateID, userKey []byte) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	if b.c != nil && m.Kind != state.KindMap {
+		i, err := b.cached(k, m)
+		if err != nil {
+			return nil, false, err
+		}
+		e := b.c.at(i)
+		return e.val, e.present, nil
+	}
+	return b.get(k, m)
+}
+
+// get reads k from the database into b.val.
+func (b *Backend) get(k []byte, m state.StateMeta) ([]byte, bool, error) {
 	v, closer, err := b.db.Get(k)
 	if errors.Is(err, pdb.ErrNotFound) {
 		return nil, false, nil
@@ -404,6 +465,15 @@ func (b *Backend) Put(s state.StateID, userKey, value []byte) error {
 	if err := b.writeErr(); err != nil {
 		return err
 	}
+	if b.c != nil && m.Kind != state.KindMap {
+		i := b.c.lookup(k)
+		if i < 0 {
+			i = b.c.insert(k, value, true, true)
+		} else {
+			b.c.set(i, value)
+		}
+		return b.written(i)
+	}
 	if err := b.db.Set(k, value, pdb.NoSync); err != nil {
 		return fmt.Errorf("pebble: state %q: put: %w", m.Name, err)
 	}
@@ -423,6 +493,20 @@ func (b *Backend) Append(s state.StateID, value []byte) error {
 	if err := b.writeErr(); err != nil {
 		return err
 	}
+	if b.c != nil {
+		// A cached list grows in the cache; one that is not merges into
+		// the database without a read.
+		if i := b.c.lookup(k); i >= 0 {
+			if e := b.c.at(i); e.present {
+				e.val = append(e.val, value...)
+				b.c.resize(i)
+				b.c.markDirty(i)
+			} else {
+				b.c.set(i, value)
+			}
+			return b.written(i)
+		}
+	}
 	if err := b.db.Merge(k, value, pdb.NoSync); err != nil {
 		return fmt.Errorf("pebble: state %q: append: %w", m.Name, err)
 	}
@@ -437,6 +521,18 @@ func (b *Backend) Delete(s state.StateID, userKey []byte) error {
 	}
 	if err := b.writeErr(); err != nil {
 		return err
+	}
+	if b.c != nil && m.Kind != state.KindMap {
+		i := b.c.lookup(k)
+		switch {
+		case i < 0:
+			i = b.c.insert(k, nil, false, true)
+		case b.c.at(i).present:
+			b.c.remove(i)
+		default:
+			return nil // known absent
+		}
+		return b.written(i)
 	}
 	if err := b.db.Delete(k, pdb.NoSync); err != nil {
 		return fmt.Errorf("pebble: state %q: delete: %w", m.Name, err)
@@ -508,13 +604,40 @@ func (b *Backend) Iterate(s state.StateID, fn func(userKey, value []byte) bool) 
 	return nil
 }
 
-// Entries implements state.KeyedBackend, in key-group, key and user-key
-// byte order.
+// Entries implements state.KeyedBackend: the cached entries of s first,
+// then the database's that the cache does not hold, in key-group, key and
+// user-key byte order. It writes nothing.
 func (b *Backend) Entries(s state.StateID, fn func(key []byte, keyGroup int, userKey, value []byte) bool) error {
 	if int(s) >= len(b.metas) {
 		return fmt.Errorf("pebble: unknown state id %d", s)
 	}
 	m := b.metas[s]
+	if err := b.writeErr(); err != nil {
+		return fmt.Errorf("pebble: state %q: entries: %w", m.Name, err)
+	}
+	cached := b.c != nil && m.Kind != state.KindMap
+	if cached {
+		stop := false
+		var err error
+		b.c.all(func(key string, val []byte) bool {
+			d, perr := parseDataKey(unsafe.Slice(unsafe.StringData(key), len(key)))
+			if perr != nil {
+				err = perr
+				return false
+			}
+			if d.state != uint32(s) {
+				return true
+			}
+			stop = !fn(d.key, d.group, nil, val)
+			return !stop
+		})
+		if err != nil {
+			return fmt.Errorf("pebble: state %q: entries: %w", m.Name, err)
+		}
+		if stop {
+			return nil
+		}
+	}
 	it, err := b.db.NewIter(nil)
 	if err != nil {
 		return fmt.Errorf("pebble: state %q: entries: %w", m.Name, err)
@@ -524,6 +647,9 @@ func (b *Backend) Entries(s state.StateID, fn func(key []byte, keyGroup int, use
 			lo, hi := stateBounds(g, uint32(s))
 			it.SetBounds(lo, hi)
 			for ok := it.First(); ok; ok = it.Next() {
+				if cached && b.c.holds(it.Key()) {
+					continue
+				}
 				d, err := parseDataKey(it.Key())
 				if err != nil {
 					return err
@@ -559,6 +685,9 @@ func (b *Backend) Entries(s state.StateID, fn func(key []byte, keyGroup int, use
 // database's files in the synchronous part, and uploads the files no
 // previous checkpoint uploaded in the asynchronous part.
 func (b *Backend) Snapshot(id barrier.CheckpointID, w state.StateWriterFactory) (state.KeyedSnapshotFunc, error) {
+	if err := b.flushCache(); err != nil {
+		return nil, fmt.Errorf("pebble: snapshot %d: %w", id, err)
+	}
 	if err := b.acquire(); err != nil {
 		return nil, fmt.Errorf("pebble: snapshot %d: %w", id, err)
 	}
@@ -701,6 +830,9 @@ func (b *Backend) release() {
 // (written by any backend) or incremental ones.
 func (b *Backend) Restore(handles []state.KeyedStateHandle, r state.StateReader) error {
 	defer b.unsetKey()
+	if b.c != nil {
+		b.c.reset()
+	}
 	var full, inc []state.KeyedStateHandle
 	for _, h := range handles {
 		if h.Incremental != nil {
@@ -765,6 +897,9 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.mu.closed = true
+	if b.c != nil {
+		b.c.reset() // the task's goroutine: the snapshots in flight do not use it
+	}
 	teardown := b.mu.inflight == 0
 	b.mu.torn = teardown
 	b.mu.Unlock()
@@ -776,6 +911,9 @@ func (b *Backend) Close() error {
 
 func (b *Backend) teardown() error {
 	var err error
+	if b.wb != nil {
+		_ = b.wb.Close()
+	}
 	if b.db != nil {
 		if err = b.db.Close(); err != nil {
 			err = fmt.Errorf("pebble: close database: %w", err)

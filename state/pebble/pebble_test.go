@@ -40,21 +40,53 @@ func factory(t testing.TB, maxPar, par, index int) state.KeyedBackend {
 	return b
 }
 
+// tinyCache holds a handful of entries: every few accesses evict.
+const tinyCache = 1 << 10
+
+func tinyFactory(t testing.TB, maxPar, par, index int) state.KeyedBackend {
+	b, err := pebble.New(small(t, pebble.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, CacheBytes: tinyCache}))
+	require.NoError(t, err)
+	return b
+}
+
+func uncachedFactory(t testing.TB, maxPar, par, index int) state.KeyedBackend {
+	b, err := pebble.New(small(t, pebble.Config{MaxParallelism: maxPar, Parallelism: par, Index: index, CacheBytes: -1}))
+	require.NoError(t, err)
+	return b
+}
+
+// cacheModes are the backends' cache configurations every suite runs
+// under: the default cache (the state fits), a tiny one (constant
+// eviction) and none.
+var cacheModes = []struct {
+	name string
+	f    backendtest.Factory
+}{{"cache=default", factory}, {"cache=tiny", tinyFactory}, {"cache=off", uncachedFactory}}
+
 func heapFactory(t testing.TB, maxPar, par, index int) state.KeyedBackend {
 	b, err := heap.New(heap.Config{MaxParallelism: maxPar, Parallelism: par, Index: index})
 	require.NoError(t, err)
 	return b
 }
 
-func TestConformance(t *testing.T) { backendtest.Run(t, factory) }
+func TestConformance(t *testing.T) {
+	for _, m := range cacheModes {
+		t.Run(m.name, func(t *testing.T) { backendtest.Run(t, m.f) })
+	}
+}
 
-func TestModel(t *testing.T) { backendtest.Model(t, factory) }
+func TestModel(t *testing.T) {
+	for _, m := range cacheModes {
+		t.Run(m.name, func(t *testing.T) { backendtest.Model(t, m.f) })
+	}
+}
 
 // TestInterchangeable: a heap snapshot restores into pebble at another
 // parallelism, and a pebble one back into heap.
 func TestInterchangeable(t *testing.T) {
 	t.Run("heap to pebble", func(t *testing.T) { backendtest.Rescale(t, heapFactory, factory) })
 	t.Run("pebble to heap", func(t *testing.T) { backendtest.Rescale(t, factory, heapFactory) })
+	t.Run("tiny cache to heap", func(t *testing.T) { backendtest.Rescale(t, tinyFactory, heapFactory) })
 }
 
 func TestConfig(t *testing.T) {
@@ -63,6 +95,10 @@ func TestConfig(t *testing.T) {
 	require.Error(t, pebble.Config{Parallelism: 4, Index: 4}.Validate())
 	require.Error(t, pebble.Config{MemTableSize: 10}.Validate())
 	require.Error(t, pebble.Config{BlockCacheSize: -1}.Validate())
+	require.NoError(t, pebble.Config{CacheBytes: -1}.Validate())
+	require.NoError(t, pebble.Config{CacheBytes: 1 << 20, DirtyBytes: 1 << 20}.Validate())
+	require.Error(t, pebble.Config{CacheBytes: 1 << 20, DirtyBytes: 2 << 20}.Validate())
+	require.Error(t, pebble.Config{DirtyBytes: -1}.Validate())
 }
 
 func TestWorkingDirRemovedOnClose(t *testing.T) {

@@ -202,8 +202,10 @@ func testRegister(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	v2, err := state.GetValueState(b, desc)
 	require.NoError(t, err)
-	_, err = state.GetListState(b, state.ListDescriptor[int64]{Name: "sum", Codec: Int64{}})
+	_, err = b.Register("sum", state.KindList)
 	require.ErrorContains(t, err, `"sum" is registered as value, requested as list`)
+	_, err = state.GetListState(b, state.ListDescriptor[int64]{Name: "sum", Codec: Int64{}})
+	require.ErrorContains(t, err, `"sum"`) // the backend's error, or the schemas' if it keeps them
 	require.Equal(t, []state.StateMeta{{Name: "sum", Kind: state.KindValue}}, b.States())
 
 	_, err = v1.Value()
@@ -594,6 +596,7 @@ func Model(t *testing.T, f Factory) {
 			"delete":   m.delete,
 			"clear":    m.clear,
 			"get":      m.get,
+			"update":   m.update,
 			"iterate":  m.iterate,
 			"snapshot": m.snapshot,
 			"restore":  m.restore,
@@ -709,6 +712,35 @@ func (m *model) get(t *rapid.T) {
 	if ok {
 		require.Equal(t, want, string(v))
 	}
+}
+
+// update folds into the value state through state.Updater, when the
+// backend has it; sometimes the function fails, which must store nothing.
+func (m *model) update(t *rapid.T) {
+	m.needKey(t)
+	u, ok := m.b.(state.Updater)
+	if !ok {
+		t.Skip("no Updater")
+	}
+	fail := rapid.Bool().Draw(t, "fail")
+	add := rapid.SliceOfN(rapid.Byte(), 0, 4).Draw(t, "add")
+	k := m.mk(0, nil)
+	want, wok := m.data[k]
+	errFail := errors.New("update failed")
+	err := u.Update(m.ids[0], func(old []byte, ok bool, dst []byte) ([]byte, error) {
+		require.Equal(t, wok, ok, "presence of %s", k)
+		require.Equal(t, want, string(old))
+		if fail {
+			return nil, errFail
+		}
+		return append(append(dst, old...), add...), nil
+	})
+	if fail {
+		require.ErrorIs(t, err, errFail)
+		return
+	}
+	require.NoError(t, err)
+	m.data[k] = want + string(add)
 }
 
 func (m *model) iterate(t *rapid.T) {

@@ -224,15 +224,24 @@ func baseURL(r *rand.Rand) string {
 
 // randString is a string of minStringLen to maxLen−1 letters, with
 // special in place of one letter in 13 on average, trimmed of special at
-// both ends when it is a space.
+// both ends when it is a space. Each 64-bit draw makes 7 characters
+// (338⁷ < 2⁶⁴, 338 = 13·26).
 func randString(r *rand.Rand, maxLen int, special byte) string {
 	n := minStringLen + r.IntN(maxLen-minStringLen)
-	b := make([]byte, n)
-	for i := range b {
-		if r.IntN(13) == 0 {
-			b[i] = special
-		} else {
-			b[i] = byte('a' + r.IntN(26))
+	var buf [128]byte
+	b := buf[:n]
+	if n > len(buf) {
+		b = make([]byte, n)
+	}
+	for i := 0; i < n; {
+		for x, k := r.Uint64(), 0; k < 7 && i < n; k, i = k+1, i+1 {
+			c := x % 338
+			x /= 338
+			if c < 26 {
+				b[i] = special
+			} else {
+				b[i] = byte('a' + c%26)
+			}
 		}
 	}
 	if special == ' ' {

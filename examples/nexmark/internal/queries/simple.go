@@ -2,6 +2,7 @@ package queries
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 
 	"github.com/weirstream/weir"
@@ -53,7 +54,7 @@ func Q0(events *weir.Stream[nexmark.Event]) *weir.Stream[Q0Row] {
 		if b := e.Bid; b != nil {
 			emit(Q0Row{b.Auction, b.Bidder, b.Price, b.DateTime, b.Extra})
 		}
-	}).WithCodec(codec.JSON[Q0Row]()).Name("q0")
+	}).WithCodec(q0RowCodec).Name("q0")
 }
 
 // Euros is a price in euros with three decimals, exactly (SQL's
@@ -82,7 +83,7 @@ func (e *Euros) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*e = Euros(f*1000 + 0.5)
+	*e = Euros(math.Round(f * 1000))
 	return nil
 }
 
@@ -103,7 +104,7 @@ func Q1(events *weir.Stream[nexmark.Event]) *weir.Stream[Q1Row] {
 		if b := e.Bid; b != nil {
 			emit(Q1Row{b.Auction, b.Bidder, Euros(908 * b.Price), b.DateTime, b.Extra})
 		}
-	}).WithCodec(codec.JSON[Q1Row]()).Name("q1")
+	}).WithCodec(q1RowCodec).Name("q1")
 }
 
 // Q2Row is a row of q2.
