@@ -54,8 +54,11 @@ type CheckpointConfig struct {
 	// reach the consumer (which records what arrives before the barrier
 	// once its checkpoint went unaligned).
 	ForceUnaligned bool
-	// Dir is the checkpoint directory; empty keeps checkpoints in memory
-	// (lost with the process). Storage, when set, overrides Dir.
+	// Dir is the checkpoint directory, or an object store's URL
+	// ("s3://bucket/prefix": endpoint, region and credentials from the
+	// AWS_* environment; see package state/s3); empty keeps checkpoints in
+	// a private directory removed with the job. Storage, when set,
+	// overrides Dir.
 	Dir     string
 	Storage state.Storage
 	// SavepointDir is where a savepoint goes when none is given

@@ -179,11 +179,11 @@ func roundTrip(t *testing.T, lis net.Listener, cfg ServerConfig) {
 
 	deploy := CoordinatorMessage{Deploy: &Deploy{
 		Attempt: 1, JobID: "job",
-		Tasks:         []Assignment{{Task: state.TaskKey{Vertex: "src", Subtask: 0}, WorkerID: "w1"}},
-		DataAddrs:     map[string]string{"w1": "10.0.0.1:7001"},
-		Restore:       state.EncodeMetadata(state.Metadata{ID: 7, Tasks: map[state.TaskKey]state.TaskSnapshot{{Vertex: "window", Subtask: 2}: sampleSnapshot()}}),
-		RestoreDir:    "/ckpt/chk-7",
-		CheckpointDir: "/ckpt",
+		Tasks:       []Assignment{{Task: state.TaskKey{Vertex: "src", Subtask: 0}, WorkerID: "w1"}},
+		DataAddrs:   map[string]string{"w1": "10.0.0.1:7001"},
+		Restore:     state.EncodeMetadata(state.Metadata{ID: 7, Tasks: map[state.TaskKey]state.TaskSnapshot{{Vertex: "window", Subtask: 2}: sampleSnapshot()}}),
+		RestoreFrom: &StorageLocation{Root: "/ckpt", JobID: "j"},
+		Checkpoints: StorageLocation{Root: "/ckpt", JobID: "j"},
 	}}
 	require.NoError(t, s.Send(context.Background(), "w1", deploy))
 	got := recv(t, w.cmds)

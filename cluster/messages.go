@@ -248,21 +248,33 @@ type Deploy struct {
 	// Epoch is the deploying leader's epoch (0: a coordinator without
 	// high availability). A worker refuses commands of an epoch older than
 	// the newest it deployed; see Epoch.
-	Epoch         Epoch             `json:"Epoch,omitempty"`
-	JobID         string            `json:"JobID"`
-	Tasks         []Assignment      `json:"Tasks"`
-	DataAddrs     map[string]string `json:"DataAddrs"`     // worker ID → data-plane address
-	Restore       []byte            `json:"Restore"`       // state.EncodeMetadata of the checkpoint to restore; nil: none
-	RestoreDir    string            `json:"RestoreDir"`    // the restored checkpoint's directory
-	CheckpointDir string            `json:"CheckpointDir"` // where tasks write this attempt's checkpoints
-	// CheckpointJobID is the job ID of the checkpoint place in
-	// CheckpointDir (state.FileStorageConfig.JobID; "": CheckpointDir itself).
-	CheckpointJobID string       `json:"CheckpointJobID,omitempty"`
-	Mode            barrier.Mode `json:"Mode"` // the checkpointing mode
+	Epoch     Epoch             `json:"Epoch,omitempty"`
+	JobID     string            `json:"JobID"`
+	Tasks     []Assignment      `json:"Tasks"`
+	DataAddrs map[string]string `json:"DataAddrs"` // worker ID → data-plane address
+	Restore   []byte            `json:"Restore"`   // state.EncodeMetadata of the checkpoint to restore; nil: none
+	// RestoreFrom is where the worker opens the storage that holds
+	// Restore's files (with Restore).
+	RestoreFrom *StorageLocation `json:"RestoreFrom,omitempty"`
+	// Checkpoints is where the worker opens the job's checkpoint storage,
+	// which its tasks write this attempt's checkpoints to.
+	Checkpoints StorageLocation `json:"Checkpoints"`
+	Mode        barrier.Mode    `json:"Mode"` // the checkpointing mode
 	// Alignment and AlignmentTimeoutMillis say how exactly-once
 	// checkpoints align (task.CheckpointConfig); absent: aligned.
 	Alignment              barrier.Alignment `json:"Alignment,omitempty"`
 	AlignmentTimeoutMillis int64             `json:"AlignmentTimeoutMillis,omitempty"`
+}
+
+// StorageLocation names checkpoint storage that a worker opens itself
+// (state.Location): credentials come from the worker's own environment.
+type StorageLocation struct {
+	// Root is a directory every process mounts, or a URL
+	// ("s3://bucket/prefix").
+	Root string `json:"Root"`
+	// JobID is the job whose place under Root the storage is ("": Root
+	// itself).
+	JobID string `json:"JobID,omitempty"`
 }
 
 // CancelAttempt stops every task of Attempt on the worker (after a failure

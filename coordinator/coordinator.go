@@ -30,7 +30,9 @@ type TaskGateway interface {
 }
 
 // Storage is the part of checkpoint storage the coordinator uses
-// (state's file and memory storages implement it). Calls are serialized.
+// (state's storages implement it). Calls are serialized, in the order the
+// coordinator decided them, on a goroutine of their own: a slow store
+// delays no trigger, acknowledgement or timeout.
 type Storage interface {
 	// WriteMetadata writes m durably; it makes checkpoint m.ID complete.
 	WriteMetadata(m state.Metadata) error
@@ -108,8 +110,10 @@ type result struct {
 // ones, and tells the tasks the outcome. It is safe for concurrent use.
 //
 // It wraps a pure state machine (no goroutines, clocks or I/O inside);
-// Run is the only goroutine: it fires timers and carries out the machine's
-// decisions (gateway calls and storage I/O) in order.
+// Run fires timers and carries out the machine's decisions in order: the
+// gateway calls itself, the storage calls through a queue drained by a
+// goroutine of their own (started while it is not empty, waited for by
+// Close), whose results feed the machine.
 type CheckpointCoordinator struct {
 	storage   Storage
 	log       *zap.Logger
@@ -125,11 +129,16 @@ type CheckpointCoordinator struct {
 	// Lock order: mu is a leaf; it is never held while calling out.
 	mu struct {
 		sync.Mutex
-		core      *core
-		out       []effect
-		draining  bool
-		waiters   map[requestID]chan result
-		nextReq   requestID
+		core     *core
+		out      []effect
+		draining bool
+		waiters  map[requestID]chan result
+		nextReq  requestID
+		// io holds the storage calls (persist, discard) not yet made, in
+		// order; ioDone is closed when the goroutine making them, started
+		// while io is not empty, exits (nil: none runs).
+		io        []effect
+		ioDone    chan struct{}
 		running   bool
 		runExited chan struct{}
 		closed    bool
@@ -256,7 +265,21 @@ func (c *CheckpointCoordinator) shutdown(status JobStatus) bool {
 	if running {
 		<-exited
 	}
-	c.drain()
+	// The outbox and the storage calls feed each other (a metadata write's
+	// result brings notifications, a completion brings discards): carry
+	// out both until neither has work left.
+	for {
+		c.drain()
+		c.mu.Lock()
+		done, pending := c.mu.ioDone, len(c.mu.out) > 0
+		c.mu.Unlock()
+		if done == nil && !pending {
+			break
+		}
+		if done != nil {
+			<-done
+		}
+	}
 	close(c.finished)
 	return true
 }
@@ -577,6 +600,61 @@ func (c *CheckpointCoordinator) execute(e effect) {
 		e.gw.NotifyCheckpointComplete(e.task, e.id)
 	case notifyAborted:
 		e.gw.NotifyCheckpointAborted(e.task, e.id)
+	case persist, discard:
+		c.mu.Lock()
+		if c.mu.closed && !c.mu.running && c.mu.ioDone == nil {
+			// Nothing else waits on this goroutine any more: the call
+			// is made right here, as after Close every effect is.
+			c.mu.Unlock()
+			c.callStorage(e)
+			return
+		}
+		c.mu.io = append(c.mu.io, e)
+		if c.mu.ioDone == nil {
+			done := make(chan struct{})
+			c.mu.ioDone = done
+			go c.runStorage(done)
+		}
+		c.mu.Unlock()
+	case resolve:
+		c.mu.Lock()
+		ch := c.mu.waiters[e.req]
+		delete(c.mu.waiters, e.req)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- result{meta: e.meta, path: e.path, err: e.err}
+		}
+	case failJob:
+		c.log.Error("failing the job", zap.Error(e.err))
+		if c.onFailure != nil {
+			c.onFailure(e.err)
+		}
+	default:
+		panic("coordinator: unknown effect")
+	}
+}
+
+// runStorage makes the queued storage calls in order, feeding each
+// result back into the core, until the queue is empty; then it closes
+// done and exits. The next storage effect starts it again.
+func (c *CheckpointCoordinator) runStorage(done chan struct{}) {
+	defer close(done)
+	c.mu.Lock()
+	for len(c.mu.io) > 0 {
+		e := c.mu.io[0]
+		c.mu.io = c.mu.io[1:]
+		c.mu.Unlock()
+		c.callStorage(e)
+		c.mu.Lock()
+	}
+	c.mu.ioDone = nil
+	c.mu.Unlock()
+}
+
+// callStorage makes one storage call; a persist's result goes into the
+// core, and its effects to whoever drains the outbox.
+func (c *CheckpointCoordinator) callStorage(e effect) {
+	switch e := e.(type) {
 	case persist:
 		var path string
 		var err error
@@ -593,26 +671,12 @@ func (c *CheckpointCoordinator) execute(e effect) {
 		}
 		c.mu.Lock()
 		c.mu.core.persisted(e.meta.ID, path, err, c.clock.Now())
-		c.moveEffectsLocked()
-		c.mu.Unlock()
+		c.unlockAndKick()
 	case discard:
 		if err := c.storage.Discard(e.id); err != nil {
 			c.log.Warn("discarding checkpoint failed", zap.Uint64("checkpoint", uint64(e.id)), zap.Error(err))
 		}
-	case resolve:
-		c.mu.Lock()
-		ch := c.mu.waiters[e.req]
-		delete(c.mu.waiters, e.req)
-		c.mu.Unlock()
-		if ch != nil {
-			ch <- result{meta: e.meta, path: e.path, err: e.err}
-		}
-	case failJob:
-		c.log.Error("failing the job", zap.Error(e.err))
-		if c.onFailure != nil {
-			c.onFailure(e.err)
-		}
 	default:
-		panic("coordinator: unknown effect")
+		panic("coordinator: not a storage effect")
 	}
 }

@@ -90,6 +90,9 @@ func (g *fakeGateway) abortedCount(id barrier.CheckpointID) int {
 
 // fakeStorage keeps metadata in memory; failWrite makes WriteMetadata fail.
 type fakeStorage struct {
+	// slow, if set, holds every Discard and ExportSavepoint until it is
+	// closed.
+	slow      chan struct{}
 	mu        sync.Mutex
 	failWrite bool
 	meta      map[barrier.CheckpointID]state.Metadata
@@ -112,6 +115,9 @@ func (s *fakeStorage) WriteMetadata(m state.Metadata) error {
 }
 
 func (s *fakeStorage) Discard(id barrier.CheckpointID) error {
+	if s.slow != nil {
+		<-s.slow
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.meta, id)
@@ -120,6 +126,9 @@ func (s *fakeStorage) Discard(id barrier.CheckpointID) error {
 }
 
 func (s *fakeStorage) ExportSavepoint(m state.Metadata, dir string) (string, error) {
+	if s.slow != nil {
+		<-s.slow
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := fmt.Sprintf("%s/savepoint-%d", dir, m.ID)
@@ -244,6 +253,52 @@ func TestDriverPeriodicCheckpoints(t *testing.T) {
 	})
 }
 
+// TestDriverSlowStorageDelaysNoTrigger: while a discard and a savepoint
+// export hang in storage, periodic checkpoints still trigger on time and
+// complete once the storage calls before them are done; the storage
+// calls run in the order they were decided.
+func TestDriverSlowStorageDelaysNoTrigger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newStorage()
+		st.slow = make(chan struct{})
+		c, err := New(Config{Interval: 10 * time.Second, Retained: 1, MaxConcurrent: 3}, st, WithRandSeed(1), WithLogger(zaptest.NewLogger(t)))
+		require.NoError(t, err)
+		gw := newGateway(c, true)
+		attachRunning(t, c, gw)
+		run := make(chan error, 1)
+		go func() { run <- c.Run(t.Context()) }()
+
+		time.Sleep(20 * time.Second) // checkpoints 1 and 2; retention's discard of 1 hangs
+		synctest.Wait()
+		require.Len(t, gw.triggers(), 2)
+		sp := make(chan error, 1)
+		go func() {
+			_, err := c.TriggerSavepoint(t.Context(), "/sp") // its export waits behind the discard
+			sp <- err
+		}()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		trig := gw.triggers()
+		// 4 and 5 on time; 6 waits for a slot (MaxConcurrent 3: 3, 4, 5
+		// wait for their metadata, behind the discard).
+		require.Len(t, trig, 5, "the periodic trigger went on while storage hung")
+		require.Equal(t, barrier.Savepoint, trig[2].Options.Kind)
+		require.Equal(t, int64(10_000), trig[3].Timestamp-trig[1].Timestamp)
+		require.Equal(t, int64(10_000), trig[4].Timestamp-trig[3].Timestamp)
+		require.Equal(t, 3, c.Stats().InProgress)
+		close(st.slow)
+		synctest.Wait()
+		require.NoError(t, <-sp)
+		// in decided order: retention's discard of 1, the savepoint's
+		// staging files, then retention as 4, 5 and 6 completed
+		require.Equal(t, []barrier.CheckpointID{1, 3, 2, 4, 5}, st.discarded)
+		require.Equal(t, []barrier.CheckpointID{6}, st.ids())
+		require.Len(t, gw.triggers(), 6)
+		require.NoError(t, c.Close())
+		require.NoError(t, <-run)
+	})
+}
+
 func TestDriverTimeoutFailsJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{Interval: time.Minute, Timeout: 30 * time.Second, TolerableFailures: 1}, false)
@@ -288,6 +343,7 @@ func TestDriverManualCheckpointAndSavepoint(t *testing.T) {
 		m, err = h.c.TriggerCheckpoint(t.Context())
 		require.NoError(t, err)
 		require.Equal(t, barrier.CheckpointID(3), m.ID)
+		synctest.Wait() // discards run on the storage goroutine
 		// retention (1) discarded checkpoint 1; the savepoint export stays
 		require.Equal(t, []barrier.CheckpointID{3}, h.st.ids())
 		require.Contains(t, h.st.exported, "/sp/savepoint-2")

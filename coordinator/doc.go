@@ -43,8 +43,12 @@
 //     attempt is deployed: checkpointing starts for its tasks, the first
 //     periodic checkpoint after a random delay in [MinPause, Interval].
 //  3. Run(ctx) in its own goroutine: it fires the periodic scheduler and
-//     timeouts and makes every call to the gateway and the storage. It
-//     returns when ctx is done or the coordinator is closed.
+//     timeouts and makes every call to the gateway. Storage calls (metadata
+//     writes, savepoint exports, discards) go, in the order decided, to a
+//     goroutine of their own that Run's coordinator starts while they are
+//     queued; their results come back into the state machine as inputs, so
+//     slow storage delays no trigger or timeout. Run returns when ctx is
+//     done or the coordinator is closed.
 //  4. TaskRunning, TaskFinishing and TaskFinished as the tasks report
 //     them; Acknowledge / Decline from the tasks (any goroutine) for every
 //     checkpoint they are triggered for or receive barriers of.

@@ -674,3 +674,17 @@ func (m Metadata) sharedHandles() []StreamHandle {
 	}
 	return hs
 }
+
+// SharedHandles lists the shared files of m's incremental snapshots: the
+// files a storage reference-counts across checkpoints (see FileStorage).
+func (m Metadata) SharedHandles() []StreamHandle { return m.sharedHandles() }
+
+// WithHandles returns a copy of m whose stream handles are those fn
+// returns for m's, visited in a deterministic order: a storage that copies
+// a checkpoint's files elsewhere (a savepoint) rewrites their paths with
+// it.
+func (m Metadata) WithHandles(fn func(StreamHandle) StreamHandle) Metadata {
+	out := m.Clone()
+	out.rewriteHandles(func(h *StreamHandle) { *h = fn(*h) })
+	return out
+}

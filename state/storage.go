@@ -47,9 +47,35 @@ type Storage interface {
 	// Latest returns the newest completed checkpoint whose metadata and
 	// state files all verify (ErrNotFound if there is none).
 	Latest() (Metadata, error)
+	// Checkpoints lists the IDs of the checkpoints the storage holds,
+	// complete or not, newest first: a job restarted on the same place
+	// continues after them instead of overwriting them.
+	Checkpoints() ([]barrier.CheckpointID, error)
 	// OpenSavepoint opens a savepoint written by ExportSavepoint; the
 	// returned Storage reads its state files.
 	OpenSavepoint(path string) (Metadata, Storage, error)
+}
+
+// Location names a storage place so that another process can open the
+// same storage: the coordinator of a job across processes sends its
+// workers the Location of its checkpoint storage and of the checkpoint it
+// restores from, never a storage. Credentials are not part of it: each
+// process takes its own from its environment.
+type Location struct {
+	// Root is the storage root: a directory on a file system every
+	// process mounts, or a URL ("s3://bucket/prefix").
+	Root string `json:"Root"`
+	// JobID is the job whose place under Root the storage is ("": Root
+	// itself, as for a savepoint).
+	JobID string `json:"JobID,omitempty"`
+}
+
+// String returns the place: Root/JobID, or Root.
+func (l Location) String() string {
+	if l.JobID == "" {
+		return l.Root
+	}
+	return strings.TrimSuffix(l.Root, "/") + "/" + l.JobID
 }
 
 // ErrNotFound is returned when a checkpoint or savepoint does not exist.
@@ -156,10 +182,14 @@ func ValidJobID(id string) error {
 // its directory fsynced. Handles hold paths relative to the place, and
 // every state file's checksum is checked on read.
 type FileStorage struct {
-	dir   string // the job's place
-	jobID string
-	fs    FS
-	log   *zap.Logger
+	dir string // the job's place
+	// root and placed: the root the place is in, and whether dir is
+	// root/jobID (else it is root itself); see Location.
+	root   string
+	placed bool
+	jobID  string
+	fs     FS
+	log    *zap.Logger
 }
 
 var _ Storage = (*FileStorage)(nil)
@@ -169,7 +199,7 @@ func NewFileStorage(cfg FileStorageConfig) (*FileStorage, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &FileStorage{dir: cfg.Dir, jobID: cfg.JobID, fs: cfg.FS, log: cfg.Logger}
+	s := &FileStorage{dir: cfg.Dir, root: cfg.Dir, placed: cfg.JobID != "", jobID: cfg.JobID, fs: cfg.FS, log: cfg.Logger}
 	if cfg.JobID != "" {
 		s.dir = filepath.Join(cfg.Dir, cfg.JobID)
 	}
@@ -196,6 +226,20 @@ func NewMemoryStorage() *FileStorage {
 
 // Dir returns the job's place: Dir/JobID, or Dir without a JobID.
 func (s *FileStorage) Dir() string { return s.dir }
+
+// Location returns where another process opens this storage (with
+// NewFileStorage of the same Dir and JobID); zero if it is not on the
+// operating system's file system (a MemFS), where no other process can.
+func (s *FileStorage) Location() Location {
+	if _, ok := s.fs.(OSFS); !ok {
+		return Location{}
+	}
+	l := Location{Root: s.root}
+	if s.placed {
+		l.JobID = s.jobID
+	}
+	return l
+}
 
 // JobID returns the storage's job ID (FileStorageConfig.JobID).
 func (s *FileStorage) JobID() string { return s.jobID }
@@ -776,7 +820,7 @@ func (s *FileStorage) ExportSavepoint(m Metadata, dir string) (string, error) {
 	if s.jobID != "" {
 		m.JobID = s.jobID // its files say so
 	}
-	sp := &FileStorage{dir: tmp, jobID: m.JobID, fs: s.fs, log: s.log}
+	sp := &FileStorage{dir: tmp, root: tmp, jobID: m.JobID, fs: s.fs, log: s.log}
 	ok := false
 	defer func() {
 		if !ok {
@@ -855,7 +899,7 @@ func (s *FileStorage) copyState(dst *FileStorage, h StreamHandle, name string) e
 // system) and returns its metadata and a FileStorage rooted at it, whose
 // OpenState reads the savepoint's state files. All files are verified.
 func (s *FileStorage) OpenSavepoint(p string) (Metadata, Storage, error) {
-	sp := &FileStorage{dir: p, fs: s.fs, log: s.log}
+	sp := &FileStorage{dir: p, root: p, fs: s.fs, log: s.log}
 	m, err := sp.readMetadata(MetadataFile)
 	if err != nil {
 		return Metadata{}, nil, err
@@ -870,7 +914,7 @@ func (s *FileStorage) OpenSavepoint(p string) (Metadata, Storage, error) {
 // OpenSavepoint opens a savepoint directory on the operating system's file
 // system (see FileStorage.OpenSavepoint).
 func OpenSavepoint(p string, logger *zap.Logger) (Metadata, Storage, error) {
-	s := &FileStorage{dir: p, fs: OSFS{}, log: logger}
+	s := &FileStorage{dir: p, root: p, fs: OSFS{}, log: logger}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}

@@ -35,6 +35,13 @@ func runHAWith(ctx context.Context, p params, kills, top int, delay func() time.
 	if p.out == "" {
 		p.out = filepath.Join(tmp, "out")
 	}
+	var objects *objectStore
+	if p.objects {
+		if objects, err = startObjectStore(&p); err != nil {
+			return nil, err
+		}
+		defer objects.close()
+	}
 	if p.chk == "" {
 		p.chk = filepath.Join(tmp, "checkpoints")
 	}
@@ -68,6 +75,9 @@ func runHAWith(ctx context.Context, p params, kills, top int, delay func() time.
 	start := time.Now()
 	fmt.Printf("etcd on %s; starting 2 coordinator and 2 worker processes (job %s)\n", p.etcd, p.job)
 	procs := &workers{self: self, args: p.args()}
+	if objects != nil {
+		procs.env = objects.env
+	}
 	defer procs.stop()
 	coordinators := 0
 	startCoordinator := func() error {
@@ -122,6 +132,11 @@ func runHAWith(ctx context.Context, p params, kills, top int, delay func() time.
 	for i, d := range failovers {
 		fmt.Printf("failover %d: %v from SIGKILL to the new leader's first checkpoint (election timeout %v)\n",
 			i+1, d.Round(time.Millisecond), p.election)
+	}
+	if objects != nil {
+		if err := objects.report(); err != nil {
+			return nil, err
+		}
 	}
 	return failovers, check(p, top, time.Since(start))
 }

@@ -21,10 +21,13 @@ import (
 	"github.com/weirstream/weir/internal/ha"
 )
 
-// Two coordinator processes and two workers on an etcd in this process;
-// the leading coordinator is SIGKILLed twice mid-job (each time once it
-// completed a checkpoint) and a new one starts: the job completes, and
-// check verifies every word was committed exactly once.
+// Two coordinator processes and two workers on an etcd in this process,
+// their checkpoints on an S3 server in it (-ha -storage s3, the
+// deployment of examples/cluster/k8s; make soak-ha runs the same kills on
+// a checkpoint directory); the leading coordinator is SIGKILLed twice
+// mid-job (each time once it completed a checkpoint) and a new one
+// starts: the job completes, and check verifies every word was committed
+// exactly once.
 func TestHAKilledCoordinatorsExactlyOnce(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -32,7 +35,7 @@ func TestHAKilledCoordinatorsExactlyOnce(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	if err := runHA(ctx, params{lines: 30000, par: 2, election: time.Second}, 2, 3); err != nil {
+	if err := runHA(ctx, params{lines: 30000, par: 2, election: time.Second, objects: true}, 2, 3); err != nil {
 		t.Fatal(err)
 	}
 }

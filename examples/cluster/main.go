@@ -16,6 +16,13 @@
 //	go run ./examples/cluster -kill         # SIGKILL a worker mid-job; a new one joins
 //	go run ./examples/cluster -lines 1000000 -p 4
 //	go run ./examples/cluster -ha -kill-coordinator 2
+//	go run ./examples/cluster -storage s3 -kill   # checkpoints on an S3 server in this process
+//	go run ./examples/cluster -storage s3 -ha -kill-coordinator 2
+//
+// With -storage s3 this process serves the S3 API (gofakes3 over loopback
+// HTTP) and every process keeps the job's checkpoints there,
+// s3://weir/wordcount, reaching it through the standard AWS_* environment
+// as it would reach S3 or MinIO.
 //
 // -role coordinator and -role worker run one process of a deployment
 // (see examples/cluster/k8s): with -etcd, coordinators elect a leader
@@ -47,6 +54,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/state"
 )
 
 //go:embed text.txt
@@ -78,6 +86,13 @@ type params struct {
 	etcd     string
 	job      string
 	election time.Duration
+
+	// objects: this process serves the job's checkpoints from an S3
+	// server in itself (-storage s3; the processes it starts get -chk
+	// s3://… and the environment); storage is its coordinator's open
+	// checkpoint storage there. Neither is passed on.
+	objects bool
+	storage state.Storage
 }
 
 func (p params) args() []string {
@@ -107,6 +122,7 @@ type options struct {
 	dataListen, dataAdvertise   string
 	workers                     int
 	dashboard, prometheus, logs string
+	storage                     string
 }
 
 // flags defines the example's flags on fs (the Kubernetes manifests'
@@ -137,6 +153,7 @@ func flags(fs *flag.FlagSet, p *params, o *options) {
 	fs.BoolVar(&o.ha, "ha", false, "run the job highly available: an etcd server in this process, two coordinator processes, two workers")
 	fs.IntVar(&o.killCoordinator, "kill-coordinator", 0, "with -ha: SIGKILL the leading coordinator this many times during the job")
 	fs.IntVar(&o.top, "top", 10, "how many words to print")
+	fs.StringVar(&o.storage, "storage", "file", "where the job's checkpoints go when this process runs the whole job: file (-chk, a directory), or s3 (an S3 server in this process)")
 }
 
 func envOr(name, def string) string {
@@ -155,7 +172,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
+	p.objects, err = storageFlag(o.storage)
 	switch {
+	case err != nil:
+	case p.objects && (o.role != "" || o.id != ""):
+		err = errors.New("-storage s3 runs an S3 server in the process that runs the whole job; a deployment's processes take -chk s3://bucket/prefix and the AWS_* environment")
 	case o.role == "worker" || o.role == "" && o.id != "" && !o.ha:
 		err = runWorker(ctx, p, o)
 	case o.role == "coordinator":
@@ -198,7 +219,7 @@ func splitWords(line string) []string {
 // build defines the job; every process calls it with the same params.
 func build(p params, opts ...weir.Option) *weir.Environment {
 	opts = append(opts, weir.WithParallelism(p.par),
-		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 200 * time.Millisecond, Dir: p.chk}))
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 200 * time.Millisecond, Dir: p.chk, Storage: p.storage}))
 	env := weir.NewEnvironment(opts...)
 	text := textLines()
 	src := weir.FromGenerator(env, p.lines, func(i int64) string { return text[i%int64(len(text))] }).Name("lines").UID("lines")
@@ -302,6 +323,19 @@ func runCoordinator(ctx context.Context, p params, kill bool, top int) error {
 	if p.out == "" {
 		p.out = filepath.Join(tmp, "out")
 	}
+	var objects *objectStore
+	if p.objects {
+		if objects, err = startObjectStore(&p); err != nil {
+			return err
+		}
+		defer objects.close()
+		st, err := objects.open(ctx, "wordcount")
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		p.storage = st
+	}
 	if p.chk == "" {
 		p.chk = filepath.Join(tmp, "checkpoints")
 	}
@@ -334,6 +368,9 @@ func runCoordinator(ctx context.Context, p params, kill bool, top int) error {
 	}
 	fmt.Printf("coordinator on %s; starting 2 worker processes\n", ln.Addr())
 	procs := &workers{self: self, args: append(p.args(), "-coordinator", ln.Addr().String())}
+	if objects != nil {
+		procs.env = objects.env
+	}
 	defer procs.stop()
 	for _, id := range []string{"worker-1", "worker-2"} {
 		if err := procs.start(id); err != nil {
@@ -371,6 +408,11 @@ func runCoordinator(ctx context.Context, p params, kill bool, top int) error {
 	}
 	fmt.Printf("job finished in %v: %s, %s\n",
 		res.Duration.Round(time.Millisecond), count(res.Restarts, "restart"), count(res.Checkpoints.Completed, "checkpoint"))
+	if objects != nil {
+		if err := objects.report(); err != nil {
+			return err
+		}
+	}
 	return check(p, top, time.Since(start))
 }
 
@@ -448,6 +490,7 @@ func check(p params, top int, took time.Duration) error {
 type workers struct {
 	self string
 	args []string
+	env  []string // added to this process's environment
 
 	mu    sync.Mutex
 	procs map[string]*exec.Cmd
@@ -462,6 +505,9 @@ func (ws *workers) start(id string) error {
 func (ws *workers) startAs(id string, role ...string) error {
 	cmd := exec.Command(ws.self, append(role, ws.args...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if ws.env != nil {
+		cmd.Env = append(os.Environ(), ws.env...)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", id, err)
 	}

@@ -41,3 +41,20 @@ func TestClusterSurvivesKilledWorkerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// -storage s3: the same three processes keep their checkpoints on an S3
+// server in the test process (over HTTP, the workers through the AWS_*
+// environment), and the counts are exact. runCoordinator fails unless a
+// checkpoint's metadata reached the bucket. (Restores from it in
+// processes: TestHAKilledCoordinatorsExactlyOnce.)
+func TestClusterOnObjectStorage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	t.Setenv("WEIR_CLUSTER_EXAMPLE_WORKER", "1")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if err := runCoordinator(ctx, params{lines: 10000, par: 2, objects: true}, false, 3); err != nil {
+		t.Fatal(err)
+	}
+}

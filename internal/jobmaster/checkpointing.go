@@ -22,6 +22,7 @@ import (
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/state/s3"
 	"github.com/weirstream/weir/task"
 )
 
@@ -121,14 +122,20 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 			jobID = haJob
 		}
 		if jobID == "" && cc.RestoreFrom != "" && cc.Dir != "" {
-			jobID = restoredJobID(cc.RestoreFrom, cc.Dir)
+			if s3.IsURL(cc.Dir) {
+				jobID = restoredObjectJobID(cc.RestoreFrom, cc.Dir)
+			} else {
+				jobID = restoredJobID(cc.RestoreFrom, cc.Dir)
+			}
 		}
 		if jobID == "" {
 			jobID = uuid.NewString()
 		}
-		if storage, err = state.NewFileStorage(state.FileStorageConfig{Dir: dir, JobID: jobID, Logger: log}); err != nil {
+		if storage, err = openStorage(dir, jobID, log); err != nil {
 			return nil, nil, fmt.Errorf("weir: checkpoint storage: %w", err)
 		}
+		opened := storage
+		cleanups = append(cleanups, func() { closeStorage(opened, log) })
 		log.Info("checkpoint storage", zap.String("dir", dir), zap.String("job", jobID))
 	}
 	// A highly available job's coordinators share its place by design:
@@ -154,8 +161,15 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 	}
 	var claim bool
 	if cc.RestoreFrom != "" {
-		rp, c, err := openRestorePoint(cc.RestoreFrom, storage, log)
-		if err != nil {
+		var rp *deploy.RestorePoint
+		var c bool
+		if s3.IsURL(cc.RestoreFrom) {
+			var done func()
+			if rp, c, done, err = openObjectRestorePoint(cc.RestoreFrom, storage, log); err != nil {
+				return nil, nil, fmt.Errorf("weir: restore from %s: %w", cc.RestoreFrom, err)
+			}
+			cleanups = append(cleanups, done)
+		} else if rp, c, err = openRestorePoint(cc.RestoreFrom, storage, log); err != nil {
 			return nil, nil, err
 		}
 		ck.from, claim = rp, c
@@ -175,16 +189,14 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 		coordinator.WithLogger(log),
 		coordinator.OnFailure(func(err error) { ck.failAttempt(err) }),
 	}
-	if fs, ok := storage.(*state.FileStorage); ok {
-		// Continue after checkpoints an earlier run left in the directory
-		// instead of overwriting them.
-		ids, err := fs.Checkpoints()
-		if err != nil {
-			return nil, nil, fmt.Errorf("weir: checkpoint storage: listing earlier checkpoints: %w", err)
-		}
-		if len(ids) > 0 {
-			opts = append(opts, coordinator.WithFirstCheckpointID(ids[0]+1))
-		}
+	// Continue after checkpoints an earlier run left in the storage
+	// instead of overwriting them.
+	ids, err := storage.Checkpoints()
+	if err != nil {
+		return nil, nil, fmt.Errorf("weir: checkpoint storage: listing earlier checkpoints: %w", err)
+	}
+	if len(ids) > 0 {
+		opts = append(opts, coordinator.WithFirstCheckpointID(ids[0]+1))
 	}
 	var cstore coordinator.Storage = storage
 	cfg := cc.Coordinator
@@ -232,6 +244,21 @@ func restoredJobID(restore, root string) string {
 	return ""
 }
 
+// restoredObjectJobID is restoredJobID for a checkpoint root on object
+// storage: the job ID of the place under root that restore names or lies
+// in, or "".
+func restoredObjectJobID(restore, root string) string {
+	rest, ok := strings.CutPrefix(strings.TrimSuffix(restore, "/"), strings.TrimSuffix(root, "/")+"/")
+	if !ok {
+		return ""
+	}
+	job, _, _ := strings.Cut(rest, "/")
+	if state.ValidJobID(job) != nil {
+		return ""
+	}
+	return job
+}
+
 // openRestorePoint opens path, which is a savepoint directory, a
 // checkpoint directory (chk-N), a job's checkpoint place (its newest
 // checkpoint whose files all verify) or a checkpoint root holding one
@@ -254,8 +281,8 @@ func openRestorePoint(path string, own state.Storage, log *zap.Logger) (rp *depl
 		return fail(errors.New("not a directory"))
 	}
 	ownDir := ""
-	if fs, ok := own.(*state.FileStorage); ok && fs.Dir() != "" {
-		ownDir, _ = filepath.Abs(fs.Dir())
+	if loc, ok := locationOf(own); ok {
+		ownDir, _ = filepath.Abs(filepath.Join(loc.Root, loc.JobID))
 	}
 	base := filepath.Base(abs)
 	if v, ok := strings.CutPrefix(base, "chk-"); ok {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -33,10 +32,8 @@ type clusterJob struct {
 	ck   *checkpointing
 	srv  *cluster.Server
 	job  uuid.UUID
-	dir  string // checkpoint root the workers write to
-	// ckptJob is the job ID of the checkpoint place in dir ("": dir itself)
-	ckptJob string
-	place   string // the job's checkpoint directory in dir (for messages)
+	// storage is where the workers open the job's checkpoint storage
+	storage state.Location
 	log     *zap.Logger
 	mode    barrier.Mode
 	// ha, lead and guard: a highly available job's record, this
@@ -60,16 +57,11 @@ func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobS
 		return errors.New("weir: a job across processes needs checkpointing")
 	}
 	cfg := *spec.Cluster
-	fs, ok := ck.storage.(*state.FileStorage)
-	if !ok || fs.Dir() == "" {
-		return errors.New("weir: cluster: checkpoints must go to a directory the workers share (CheckpointConfig.Dir)")
+	loc, ok := locationOf(ck.storage)
+	if !ok {
+		return errors.New("weir: cluster: checkpoints must go to storage the workers share (CheckpointConfig.Dir: a directory every process mounts, or object storage)")
 	}
-	// Workers open the same place: the root and the job ID.
-	root := fs.Dir()
-	if fs.JobID() != "" {
-		root = filepath.Dir(fs.Dir())
-	}
-	j := &clusterJob{spec: spec, cfg: cfg, ck: ck, job: uuid.New(), dir: root, ckptJob: fs.JobID(), place: fs.Dir(), log: spec.Logger, mode: ck.mode,
+	j := &clusterJob{spec: spec, cfg: cfg, ck: ck, job: uuid.New(), storage: loc, log: spec.Logger, mode: ck.mode,
 		ha: hc, guard: ck.guard}
 	ln := cfg.Listener
 	if ln == nil {
@@ -211,7 +203,7 @@ func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.Re
 		owner: make(map[state.TaskKey]string, len(all)), notify: make(chan struct{}, 1), outbox: newSerialQueue()}
 	a.mu.ended, a.mu.stats, a.mu.live = map[state.TaskKey]error{}, map[state.TaskKey]task.Metrics{}, map[state.TaskKey]task.LiveMetrics{}
 	a.mu.lost, a.mu.commits = map[string]error{}, map[string]string{}
-	d := &cluster.Deploy{Attempt: a.n, Epoch: j.epoch, JobID: j.job.String(), DataAddrs: map[string]string{}, CheckpointDir: j.dir, CheckpointJobID: j.ckptJob, Mode: j.mode,
+	d := &cluster.Deploy{Attempt: a.n, Epoch: j.epoch, JobID: j.job.String(), DataAddrs: map[string]string{}, Checkpoints: wireLocation(j.storage), Mode: j.mode,
 		Alignment: j.ck.alignment, AlignmentTimeoutMillis: j.ck.alignTimeout.Milliseconds()}
 	for _, k := range all {
 		// Subtask i of every vertex goes to the same worker: forward
@@ -222,11 +214,12 @@ func (j *clusterJob) startAttempt(ctx context.Context, n int, restore *deploy.Re
 		d.DataAddrs[w.ID] = w.DataAddr
 	}
 	if restore != nil {
-		dr, ok := restore.Reader.(interface{ Dir() string })
+		rl, ok := locationOf(restore.Reader)
 		if !ok {
-			return nil, errors.New("weir: cluster: the restore point is not in a directory the workers can read")
+			return nil, errors.New("weir: cluster: the restore point is not in storage the workers can read")
 		}
-		d.Restore, d.RestoreDir = state.EncodeMetadata(restore.Meta), dr.Dir()
+		wl := wireLocation(rl)
+		d.Restore, d.RestoreFrom = state.EncodeMetadata(restore.Meta), &wl
 	}
 	for id := range d.DataAddrs {
 		a.workers = append(a.workers, id)

@@ -183,7 +183,7 @@ func (j *clusterJob) openPointer(p *ha.Pointer, key string) (state.Metadata, err
 	if err == nil {
 		return m, nil
 	}
-	err = fmt.Errorf("weir: ha: checkpoint %d, which etcd's %s points to, in %s: %w", p.ID, key, j.place, err)
+	err = fmt.Errorf("weir: ha: checkpoint %d, which etcd's %s points to, in %s: %w", p.ID, key, j.storage, err)
 	if j.spec.Final != nil {
 		return state.Metadata{}, fmt.Errorf("%w; not falling back to an older checkpoint: two-phase-commit sinks may have committed its transactions", err)
 	}

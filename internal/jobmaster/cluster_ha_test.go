@@ -31,7 +31,7 @@ func TestOpenPointerFallsBackOnlyWithoutTwoPhaseSinks(t *testing.T) {
 	const key = "/weir/jobs/j/checkpoint"
 
 	core, logs := observer.New(zap.WarnLevel)
-	j := &clusterJob{spec: &Spec{}, ck: &checkpointing{storage: fs}, place: dir, log: zap.New(core)}
+	j := &clusterJob{spec: &Spec{}, ck: &checkpointing{storage: fs}, storage: state.Location{Root: dir}, log: zap.New(core)}
 	m, err := j.openPointer(p, key)
 	require.NoError(t, err)
 	require.Equal(t, barrier.CheckpointID(4), m.ID)

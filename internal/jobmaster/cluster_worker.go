@@ -58,6 +58,7 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) (err error) {
 	}
 	w := &worker{spec: &spec, pool: pool, dp: dp, id: wc.ID, log: spec.Logger.With(zap.String("worker", wc.ID)),
 		commands: newSerialQueue()}
+	w.storages.log = w.log
 	w.reportCtx, w.stopReports = context.WithCancel(context.Background())
 	w.reports.Go(w.reportMetrics)
 	defer func() {
@@ -68,6 +69,7 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) (err error) {
 		}
 		w.commands.close()
 		w.stopAttempt()
+		w.storages.close()
 		if cerr := dp.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -226,6 +228,8 @@ type worker struct {
 	// commands carries out the coordinator's commands in order, off the
 	// session's receive loop (which must not block: heartbeats).
 	commands *serialQueue
+	// storages are the checkpoint storages the attempts opened.
+	storages storages
 	// reports sends the running attempt's metrics periodically, until
 	// reportCtx ends.
 	reports     sync.WaitGroup
@@ -448,7 +452,7 @@ func (w *worker) deployment(d *cluster.Deploy, pl *deploy.Placement) (*deploy.De
 		return nil, fmt.Errorf("weir: worker: bad job ID: %w", err)
 	}
 	pl.Job = job
-	storage, err := state.NewFileStorage(state.FileStorageConfig{Dir: d.CheckpointDir, JobID: d.CheckpointJobID, Logger: w.log})
+	storage, err := w.storages.get(storageLocation(d.Checkpoints))
 	if err != nil {
 		return nil, fmt.Errorf("weir: worker: checkpoint storage: %w", err)
 	}
@@ -458,7 +462,10 @@ func (w *worker) deployment(d *cluster.Deploy, pl *deploy.Placement) (*deploy.De
 		if err != nil {
 			return nil, fmt.Errorf("weir: worker: restore point: %w", err)
 		}
-		reader, err := state.NewFileStorage(state.FileStorageConfig{Dir: d.RestoreDir, Logger: w.log})
+		if d.RestoreFrom == nil {
+			return nil, errors.New("weir: worker: restore point without its storage's location")
+		}
+		reader, err := w.storages.get(storageLocation(*d.RestoreFrom))
 		if err != nil {
 			return nil, fmt.Errorf("weir: worker: restore point: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"strings"
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/dashboard"
@@ -62,7 +63,7 @@ func (c *control) TriggerCheckpoint(ctx context.Context) (uint64, error) {
 func (j *Job) ID() string { return j.id }
 
 // SavepointDir resolves the target directory of a savepoint: dir made
-// absolute, or the configured default (CheckpointSpec.SavepointDir) when
+// absolute (a URL, as s3://bucket/prefix, stays as it is), or the configured default (CheckpointSpec.SavepointDir) when
 // dir is empty. Without checkpointing the error is ErrNoCheckpointing
 // (wrapping dashboard.ErrConflict).
 func (j *Job) SavepointDir(dir string) (string, error) {
@@ -74,6 +75,9 @@ func (j *Job) SavepointDir(dir string) (string, error) {
 	}
 	if dir == "" {
 		return "", errors.New("weir: savepoint needs a target directory (none given, and no CheckpointConfig.SavepointDir)")
+	}
+	if strings.Contains(dir, "://") {
+		return dir, nil // a URL, as s3://bucket/prefix, stays as it is
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
