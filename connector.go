@@ -1,6 +1,8 @@
 package weir
 
 import (
+	"context"
+
 	"go.uber.org/zap"
 )
 
@@ -29,3 +31,15 @@ func (e *Environment) Checkpointing() (CheckpointConfig, bool) {
 
 // Logger returns the job's logger (see WithLogger).
 func (e *Environment) Logger() *zap.Logger { return e.cfg.logger }
+
+// CheckBeforeRun registers fn for Start (and so Execute) to call, with
+// Start's context, once the job's configuration is valid and before any
+// task runs: connectors check there what only the system they connect to
+// can tell (that a server can be reached, that a table exists with the
+// columns written), so that a job that cannot work fails before it reads
+// a record. Start returns the first error.
+func (e *Environment) CheckBeforeRun(fn func(ctx context.Context) error) {
+	if fn != nil {
+		e.runChecks = append(e.runChecks, fn)
+	}
+}

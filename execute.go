@@ -59,6 +59,11 @@ func (e *Environment) Start(ctx context.Context) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, check := range e.runChecks {
+		if err := check(ctx); err != nil {
+			return nil, err
+		}
+	}
 	m, err := jobmaster.Start(ctx, spec)
 	if err != nil {
 		return nil, err

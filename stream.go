@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -20,8 +21,10 @@ import (
 type Environment struct {
 	cfg    config
 	nodes  []*graph.Node
-	checks []func() error          // see check
-	final  *jobmaster.FinalCommits // two-phase-commit sinks' end-of-job commits
+	checks []func() error // see check
+	// runChecks: see CheckBeforeRun.
+	runChecks []func(context.Context) error
+	final     *jobmaster.FinalCommits // two-phase-commit sinks' end-of-job commits
 }
 
 // NewEnvironment returns an environment with the given options. Invalid
