@@ -601,7 +601,9 @@ func TestDashboardTokenOnEveryRoute(t *testing.T) {
 		code, _ := call(t, r.method, base+r.path+sep+"token=wrong", "")
 		require.Equal(t, http.StatusUnauthorized, code, "%s %s", r.method, r.path)
 	}
-	require.Equal(t, "running", job.Metrics().State)
+	// No refused action stopped or canceled the job (it may still be
+	// starting its tasks on a loaded machine).
+	require.Contains(t, []string{"created", "running"}, job.Metrics().State)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries) // no savepoint was taken
