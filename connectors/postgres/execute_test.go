@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connectors/postgres"
+	"github.com/weirstream/weir/internal/connectortest"
 )
 
 // Bad configuration, a server that cannot be reached, a missing table, a
@@ -118,5 +119,5 @@ func TestNoPreparedTransactions(t *testing.T) {
 	countingJob(env, 100, 3, nil, postgres.SinkConfig[count]{ConnString: s.ConnString(), Table: table, Mode: postgres.Upsert, Key: []string{"usr"}})
 	_, err = env.Execute(testCtx(t))
 	require.NoError(t, err)
-	requireSame(t, finalCounts(100, 3), rows(t, table))
+	connectortest.RequireSame(t, finalCounts(100, 3), rows(t, table))
 }
