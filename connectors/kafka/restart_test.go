@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 	"github.com/weirstream/weir/connectors/kafka"
-	"github.com/weirstream/weir/internal/connectortest"
 )
 
 // A broker of three leaves the cluster while an exactly-once job runs and

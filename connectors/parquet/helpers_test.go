@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weirstream/weir/codec"
-	"github.com/weirstream/weir/internal/connectortest"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

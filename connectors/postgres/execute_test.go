@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 	"github.com/weirstream/weir/connectors/postgres"
-	"github.com/weirstream/weir/internal/connectortest"
 )
 
 // Bad configuration, a server that cannot be reached, a missing table, a

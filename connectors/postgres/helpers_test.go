@@ -15,8 +15,8 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 	"github.com/weirstream/weir/connectors/postgres"
-	"github.com/weirstream/weir/internal/connectortest"
 	"github.com/weirstream/weir/internal/pgtest"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 	"github.com/weirstream/weir/connectors/postgres"
-	"github.com/weirstream/weir/internal/connectortest"
 )
 
 // checkpointed is the environment of the fault tests: checkpoints every
