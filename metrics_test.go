@@ -495,3 +495,96 @@ func TestProgressLineOff(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, logs.FilterMessageSnippet(": up ").Len())
 }
+
+// The charts' series: a point a step for every vertex, completed
+// checkpoints, and only newer points after ?since=.
+func TestDashboardHistory(t *testing.T) {
+	job := startSlowSinkJob(t, weir.WithDashboard("127.0.0.1:0"))
+	base := "http://" + job.DashboardAddr()
+	type history struct {
+		Step, Window int64
+		Times        []int64
+		Vertices     []struct {
+			ID, Name                     string
+			NumRecordsOutPerSecond       []float64 `json:"numRecordsOutPerSecond"`
+			BackPressuredTimeMsPerSecond []float64 `json:"backPressuredTimeMsPerSecond"`
+		}
+		Checkpoints []struct {
+			ID             uint64
+			Kind           string
+			Time, Duration int64
+		}
+	}
+	var h history
+	waitFor(t, "two points and a checkpoint", func() bool {
+		code, body := get(t, base+"/api/v1/history")
+		require.Equal(t, http.StatusOK, code, string(body))
+		h = decode[history](t, body)
+		return len(h.Times) >= 2 && len(h.Checkpoints) > 0
+	})
+	require.Equal(t, int64(1000), h.Step, "a point a second at most")
+	require.Equal(t, int64(600000), h.Window)
+	require.Len(t, h.Vertices, 2)
+	require.Equal(t, sourceVertex, h.Vertices[0].Name)
+	for _, v := range h.Vertices {
+		require.Len(t, v.NumRecordsOutPerSecond, len(h.Times))
+		require.Len(t, v.BackPressuredTimeMsPerSecond, len(h.Times))
+	}
+	for i := 1; i < len(h.Times); i++ {
+		require.Greater(t, h.Times[i], h.Times[i-1])
+	}
+	require.Equal(t, "checkpoint", h.Checkpoints[0].Kind)
+	last := h.Times[len(h.Times)-1]
+	code, body := get(t, fmt.Sprintf("%s/api/v1/history?since=%d", base, last))
+	require.Equal(t, http.StatusOK, code)
+	later := decode[history](t, body)
+	for _, x := range later.Times {
+		require.Greater(t, x, last)
+	}
+	for _, c := range later.Checkpoints {
+		require.Greater(t, c.Time, last)
+	}
+	for _, bad := range []string{"x", "-1"} {
+		code, body = get(t, base+"/api/v1/history?since="+bad)
+		require.Equal(t, http.StatusBadRequest, code)
+		require.Contains(t, string(body), "since")
+	}
+	code, _ = call(t, http.MethodPost, base+"/api/v1/history", "")
+	require.Equal(t, http.StatusMethodNotAllowed, code)
+	code, body = get(t, base+"/api/v1/job")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, string(body), `"charts":true,"profiling":true`)
+}
+
+// A flame graph of the job's process over HTTP; bad lengths are refused,
+// and without profiling there is none.
+func TestDashboardFlameGraph(t *testing.T) {
+	job := startSlowSinkJob(t, weir.WithDashboard("127.0.0.1:0"))
+	base := "http://" + job.DashboardAddr()
+	code, body := get(t, base+"/api/v1/flamegraph?seconds=0.5")
+	require.Equal(t, http.StatusOK, code, string(body))
+	type node struct {
+		Name     string
+		Value    int64
+		Children []node
+	}
+	g := decode[struct {
+		Seconds float64
+		Samples int
+		Root    node
+	}](t, body)
+	require.Equal(t, "root", g.Root.Name)
+	require.Positive(t, g.Samples, "the busy sink spins: the profile has samples")
+	require.NotEmpty(t, g.Root.Children)
+	for _, bad := range []string{"0", "x", "-1", "100000"} {
+		code, body = get(t, base+"/api/v1/flamegraph?seconds="+bad)
+		require.Equal(t, http.StatusBadRequest, code, bad)
+		require.Contains(t, string(body), "seconds")
+	}
+	other := startSlowSinkJob(t, weir.WithDashboard("127.0.0.1:0", weir.WithoutProfiling()))
+	code, _ = get(t, "http://"+other.DashboardAddr()+"/api/v1/flamegraph?seconds=1")
+	require.Equal(t, http.StatusNotFound, code)
+	code, body = get(t, "http://"+other.DashboardAddr()+"/api/v1/job")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, string(body), `"profiling":false`)
+}

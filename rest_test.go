@@ -588,6 +588,7 @@ func TestDashboardTokenOnEveryRoute(t *testing.T) {
 		{"POST", "/jobs/" + id + "/stop"}, {"POST", "/jobs/" + id + "/checkpoints"}, {"PATCH", "/jobs/" + id + "?mode=cancel"},
 		{"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/heap"}, {"GET", "/debug/pprof/profile?seconds=1"},
 		{"GET", "/debug/pprof/cmdline"}, {"GET", "/nothing"}, {"DELETE", "/jobs/" + id},
+		{"GET", "/api/v1/history"}, {"GET", "/api/v1/flamegraph?seconds=1"},
 	}
 	for _, r := range routes {
 		for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "s3cret"}} {

@@ -268,9 +268,22 @@ type httpAddrs struct {
 // run by Start).
 func (j *Job) startMetrics(spec *Spec, start time.Time) error {
 	ms := &spec.Metrics
-	var onSample func(*metrics.Job)
+	var observers []func(*metrics.Job)
 	if ms.Progress > 0 {
-		onSample = metrics.NewProgress(spec.Logger, ms.Progress).Observe
+		observers = append(observers, metrics.NewProgress(spec.Logger, ms.Progress).Observe)
+	}
+	var history *dashboard.History // the dashboard's charts
+	if ms.Dashboard != nil {
+		history = dashboard.NewHistory(ms.interval())
+		observers = append(observers, history.Observe)
+	}
+	var onSample func(*metrics.Job)
+	if len(observers) > 0 {
+		onSample = func(j *metrics.Job) {
+			for _, o := range observers {
+				o(j)
+			}
+		}
 	}
 	j.sampler = metrics.NewSampler(metrics.Config{Plan: metrics.PlanOf(ms.Name, spec.Graph), Source: j.status,
 		Interval: ms.interval(), Start: start, OnSample: onSample})
@@ -283,6 +296,7 @@ func (j *Job) startMetrics(spec *Spec, start time.Time) error {
 		if ui {
 			cfg.Job = &control{j: j, options: spec.Options}
 			cfg.Pprof, cfg.MaxProfile, cfg.Linger = !h.NoPprof, h.MaxProfile, h.Linger
+			cfg.History = history
 		}
 		s, err := dashboard.Listen(cfg)
 		if err != nil {
