@@ -284,6 +284,11 @@ func TestDashboardOperateInBrowser(t *testing.T) {
 	require.NotEmpty(t, entries, "the savepoint is on disk")
 	require.Equal(t, "running", job.Metrics().State, "a savepoint does not stop the job")
 
+	// The workers view: this process, with its Go heap and goroutines.
+	require.NoError(t, chromedp.Do(ctx, poll(`document.querySelectorAll("#workers tbody tr[data-worker=local]").length === 1 && !document.getElementById("workers-section").hidden`)))
+	heap := evaluate[string](t, ctx, `document.querySelector('#workers tbody td[data-metric="heapBytes"]').textContent`)
+	require.Contains(t, heap, "iB")
+
 	// A flame graph of a one-second CPU profile.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS("#profile-seconds"), "1"),

@@ -425,7 +425,8 @@ func TestClusterMetricsFromWorkers(t *testing.T) {
 	c := &testCluster{t: t, addr: ln.Addr().String(), opts: opts, build: buildSlowSink,
 		workers: map[string]context.CancelFunc{}, errs: map[string]error{}}
 	cc := weir.ClusterConfig{Listener: ln, Workers: 2, Token: "secret", WorkerTimeout: 20 * time.Second}
-	env := weir.NewEnvironment(append(opts, weir.WithCluster(cc), weir.WithPrometheus("127.0.0.1:0"))...)
+	env := weir.NewEnvironment(append(opts, weir.WithCluster(cc), weir.WithPrometheus("127.0.0.1:0"),
+		weir.WithDashboard("127.0.0.1:0"))...)
 	buildSlowSink(env)
 	job, err := env.Start(testCtx(t))
 	require.NoError(t, err)
@@ -454,6 +455,39 @@ func TestClusterMetricsFromWorkers(t *testing.T) {
 		m := job.Metrics()
 		return records(m) > before && m.Vertices[0].BackPressure == "high"
 	})
+	// The coordinator's per-worker view: each worker's address, tasks and
+	// Go runtime, as the workers reported them.
+	type worker struct {
+		ID       string `json:"id"`
+		Path     string `json:"path"`
+		DataPort int    `json:"dataPort"`
+		Reported int64  `json:"timeSinceLastHeartbeat"`
+		Tasks    int    `json:"tasks"`
+		Runtime  struct {
+			HeapBytes  uint64 `json:"heapBytes"`
+			Goroutines int    `json:"goroutines"`
+			CPUs       int    `json:"cpus"`
+			NumGC      uint32 `json:"numGC"`
+		} `json:"runtime"`
+	}
+	var ws []worker
+	waitFor(t, "both workers' runtime reports", func() bool {
+		code, body := get(t, "http://"+job.DashboardAddr()+"/taskmanagers")
+		require.Equal(t, http.StatusOK, code, string(body))
+		ws = decode[struct {
+			TaskManagers []worker `json:"taskmanagers"`
+		}](t, body).TaskManagers
+		return len(ws) == 2 && ws[0].Reported > 0 && ws[1].Reported > 0
+	})
+	for i, w := range ws {
+		require.Equal(t, fmt.Sprintf("w%d", i+1), w.ID)
+		require.Equal(t, 2, w.Tasks, "subtask %d of both vertices", i)
+		require.NotEmpty(t, w.Path)
+		require.Positive(t, w.DataPort)
+		require.Positive(t, w.Runtime.HeapBytes)
+		require.Positive(t, w.Runtime.Goroutines)
+		require.Positive(t, w.Runtime.CPUs)
+	}
 	fams := scrape(t, "http://"+job.PrometheusAddr()+"/metrics")
 	for _, sub := range []string{"0", "1"} {
 		v, ok := value(fams["weir_task_numRecordsIn"], map[string]string{"task": sinkVertex, "subtask_index": sub})
@@ -554,6 +588,27 @@ func TestDashboardHistory(t *testing.T) {
 	code, body = get(t, base+"/api/v1/job")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, string(body), `"charts":true,"profiling":true`)
+
+	// A job in this process: one worker, the process itself.
+	code, body = get(t, base+"/taskmanagers")
+	require.Equal(t, http.StatusOK, code)
+	tms := decode[struct {
+		TaskManagers []struct {
+			ID       string `json:"id"`
+			DataPort int    `json:"dataPort"`
+			Tasks    int    `json:"tasks"`
+			Runtime  struct {
+				HeapBytes  uint64 `json:"heapBytes"`
+				Goroutines int    `json:"goroutines"`
+			} `json:"runtime"`
+		} `json:"taskmanagers"`
+	}](t, body).TaskManagers
+	require.Len(t, tms, 1)
+	require.Equal(t, "local", tms[0].ID)
+	require.Equal(t, -1, tms[0].DataPort)
+	require.Equal(t, 2, tms[0].Tasks)
+	require.Positive(t, tms[0].Runtime.HeapBytes)
+	require.Positive(t, tms[0].Runtime.Goroutines)
 }
 
 // A flame graph of the job's process over HTTP; bad lengths are refused,

@@ -71,7 +71,29 @@ type jobStatus struct {
 		// stopping is set while a stop with a savepoint is in progress,
 		// canceling once the job was asked to end.
 		stopping, canceling bool
+		// workers lists a cluster job's workers (nil: the job runs in
+		// this process).
+		workers func() []metrics.Worker
 	}
+}
+
+// setWorkers sets where a cluster job's workers are listed.
+func (s *jobStatus) setWorkers(f func() []metrics.Worker) {
+	s.mu.Lock()
+	s.mu.workers = f
+	s.mu.Unlock()
+}
+
+// workers returns a cluster job's workers; false for a job in this
+// process.
+func (s *jobStatus) workers() ([]metrics.Worker, bool) {
+	s.mu.Lock()
+	f := s.mu.workers
+	s.mu.Unlock()
+	if f == nil {
+		return nil, false
+	}
+	return f(), true
 }
 
 // maxFailures is how many failures the exception history keeps.
