@@ -691,6 +691,7 @@ func TestRESTHungClients(t *testing.T) {
 	id := decode[struct {
 		Jobs []struct{ ID string } `json:"jobs"`
 	}](t, body).Jobs[0].ID
+	vid := job.Metrics().Vertices[0].ID
 	dial := func() net.Conn {
 		c, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", job.DashboardAddr())
 		require.NoError(t, err)
@@ -700,7 +701,7 @@ func TestRESTHungClients(t *testing.T) {
 	slow := dial()
 	for range 50 {
 		for _, p := range []string{"/jobs/overview", "/jobs/" + id, "/jobs/" + id + "/checkpoints", "/jobs/" + id + "/exceptions",
-			"/debug/pprof/goroutine?debug=1"} {
+			"/debug/pprof/goroutine?debug=1", "/api/v1/history", "/taskmanagers", "/jobs/" + id + "/vertices/" + vid + "/watermarks"} {
 			_, err = fmt.Fprintf(slow, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", p)
 			require.NoError(t, err)
 		}
@@ -708,8 +709,10 @@ func TestRESTHungClients(t *testing.T) {
 	// An action whose body never comes.
 	_, err = fmt.Fprintf(dial(), "POST /jobs/%s/savepoints HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n{\"targ", id)
 	require.NoError(t, err)
-	// A profile nobody waits for.
+	// A profile and a flame graph nobody waits for.
 	_, err = fmt.Fprintf(dial(), "GET /debug/pprof/profile?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(dial(), "GET /api/v1/flamegraph?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	require.NoError(t, err)
 	before := job.Metrics().Vertices[0].Subtasks[0].NumRecordsOut
 	ck := job.Metrics().Checkpoints.NumberOfCompletedCheckpoints
