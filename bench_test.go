@@ -62,9 +62,11 @@ func benchmarkKeyedSum(b *testing.B, opts ...weir.Option) {
 }
 
 // BenchmarkJobInProcessMetrics is BenchmarkJobInProcess/p=1 without and
-// with the dashboard and the Prometheus endpoint, both polled by a client
-// every 100 ms while the job runs, and a metrics interval of 100 ms: what
-// watching a job costs it. cpu-ns/op is the CPU time the whole process
+// with the dashboard (its charts' ring buffer on) and the Prometheus
+// endpoint, polled by a client every 100 ms while the job runs (the
+// snapshot, the whole 10 minutes of the charts' series, the workers view
+// with its runtime reading, and /metrics), and a metrics interval of
+// 100 ms: what watching a job costs it. cpu-ns/op is the CPU time the whole process
 // spent per record (the job, the sampler, the servers, the client).
 func BenchmarkJobInProcessMetrics(b *testing.B) {
 	for _, on := range []bool{false, true} {
@@ -86,7 +88,9 @@ func BenchmarkJobInProcessMetrics(b *testing.B) {
 			var wg sync.WaitGroup
 			if on {
 				wg.Go(func() {
-					pollWhileRunning(done, "http://"+job.DashboardAddr()+"/api/v1/job", "http://"+job.PrometheusAddr()+"/metrics")
+					d := "http://" + job.DashboardAddr()
+					pollWhileRunning(done, d+"/api/v1/job", d+"/api/v1/history", d+"/taskmanagers",
+						"http://"+job.PrometheusAddr()+"/metrics")
 				})
 			}
 			_, err = job.Wait()

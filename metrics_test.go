@@ -425,7 +425,8 @@ func TestClusterMetricsFromWorkers(t *testing.T) {
 	c := &testCluster{t: t, addr: ln.Addr().String(), opts: opts, build: buildSlowSink,
 		workers: map[string]context.CancelFunc{}, errs: map[string]error{}}
 	cc := weir.ClusterConfig{Listener: ln, Workers: 2, Token: "secret", WorkerTimeout: 20 * time.Second}
-	env := weir.NewEnvironment(append(opts, weir.WithCluster(cc), weir.WithPrometheus("127.0.0.1:0"))...)
+	env := weir.NewEnvironment(append(opts, weir.WithCluster(cc), weir.WithPrometheus("127.0.0.1:0"),
+		weir.WithDashboard("127.0.0.1:0"))...)
 	buildSlowSink(env)
 	job, err := env.Start(testCtx(t))
 	require.NoError(t, err)
@@ -454,6 +455,39 @@ func TestClusterMetricsFromWorkers(t *testing.T) {
 		m := job.Metrics()
 		return records(m) > before && m.Vertices[0].BackPressure == "high"
 	})
+	// The coordinator's per-worker view: each worker's address, tasks and
+	// Go runtime, as the workers reported them.
+	type worker struct {
+		ID       string `json:"id"`
+		Path     string `json:"path"`
+		DataPort int    `json:"dataPort"`
+		Reported int64  `json:"timeSinceLastHeartbeat"`
+		Tasks    int    `json:"tasks"`
+		Runtime  struct {
+			HeapBytes  uint64 `json:"heapBytes"`
+			Goroutines int    `json:"goroutines"`
+			CPUs       int    `json:"cpus"`
+			NumGC      uint32 `json:"numGC"`
+		} `json:"runtime"`
+	}
+	var ws []worker
+	waitFor(t, "both workers' runtime reports", func() bool {
+		code, body := get(t, "http://"+job.DashboardAddr()+"/taskmanagers")
+		require.Equal(t, http.StatusOK, code, string(body))
+		ws = decode[struct {
+			TaskManagers []worker `json:"taskmanagers"`
+		}](t, body).TaskManagers
+		return len(ws) == 2 && ws[0].Reported > 0 && ws[1].Reported > 0
+	})
+	for i, w := range ws {
+		require.Equal(t, fmt.Sprintf("w%d", i+1), w.ID)
+		require.Equal(t, 2, w.Tasks, "subtask %d of both vertices", i)
+		require.NotEmpty(t, w.Path)
+		require.Positive(t, w.DataPort)
+		require.Positive(t, w.Runtime.HeapBytes)
+		require.Positive(t, w.Runtime.Goroutines)
+		require.Positive(t, w.Runtime.CPUs)
+	}
 	fams := scrape(t, "http://"+job.PrometheusAddr()+"/metrics")
 	for _, sub := range []string{"0", "1"} {
 		v, ok := value(fams["weir_task_numRecordsIn"], map[string]string{"task": sinkVertex, "subtask_index": sub})
@@ -494,4 +528,118 @@ func TestProgressLineOff(t *testing.T) {
 	_, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
 	require.Zero(t, logs.FilterMessageSnippet(": up ").Len())
+}
+
+// The charts' series: a point a step for every vertex, completed
+// checkpoints, and only newer points after ?since=.
+func TestDashboardHistory(t *testing.T) {
+	job := startSlowSinkJob(t, weir.WithDashboard("127.0.0.1:0"))
+	base := "http://" + job.DashboardAddr()
+	type history struct {
+		Step, Window int64
+		Times        []int64
+		Vertices     []struct {
+			ID, Name                     string
+			NumRecordsOutPerSecond       []float64 `json:"numRecordsOutPerSecond"`
+			BackPressuredTimeMsPerSecond []float64 `json:"backPressuredTimeMsPerSecond"`
+		}
+		Checkpoints []struct {
+			ID             uint64
+			Kind           string
+			Time, Duration int64
+		}
+	}
+	var h history
+	waitFor(t, "two points and a checkpoint", func() bool {
+		code, body := get(t, base+"/api/v1/history")
+		require.Equal(t, http.StatusOK, code, string(body))
+		h = decode[history](t, body)
+		return len(h.Times) >= 2 && len(h.Checkpoints) > 0
+	})
+	require.Equal(t, int64(1000), h.Step, "a point a second at most")
+	require.Equal(t, int64(600000), h.Window)
+	require.Len(t, h.Vertices, 2)
+	require.Equal(t, sourceVertex, h.Vertices[0].Name)
+	for _, v := range h.Vertices {
+		require.Len(t, v.NumRecordsOutPerSecond, len(h.Times))
+		require.Len(t, v.BackPressuredTimeMsPerSecond, len(h.Times))
+	}
+	for i := 1; i < len(h.Times); i++ {
+		require.Greater(t, h.Times[i], h.Times[i-1])
+	}
+	require.Equal(t, "checkpoint", h.Checkpoints[0].Kind)
+	last := h.Times[len(h.Times)-1]
+	code, body := get(t, fmt.Sprintf("%s/api/v1/history?since=%d", base, last))
+	require.Equal(t, http.StatusOK, code)
+	later := decode[history](t, body)
+	for _, x := range later.Times {
+		require.Greater(t, x, last)
+	}
+	for _, c := range later.Checkpoints {
+		require.Greater(t, c.Time, last)
+	}
+	for _, bad := range []string{"x", "-1"} {
+		code, body = get(t, base+"/api/v1/history?since="+bad)
+		require.Equal(t, http.StatusBadRequest, code)
+		require.Contains(t, string(body), "since")
+	}
+	code, _ = call(t, http.MethodPost, base+"/api/v1/history", "")
+	require.Equal(t, http.StatusMethodNotAllowed, code)
+	code, body = get(t, base+"/api/v1/job")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, string(body), `"charts":true,"profiling":true`)
+
+	// A job in this process: one worker, the process itself.
+	code, body = get(t, base+"/taskmanagers")
+	require.Equal(t, http.StatusOK, code)
+	tms := decode[struct {
+		TaskManagers []struct {
+			ID       string `json:"id"`
+			DataPort int    `json:"dataPort"`
+			Tasks    int    `json:"tasks"`
+			Runtime  struct {
+				HeapBytes  uint64 `json:"heapBytes"`
+				Goroutines int    `json:"goroutines"`
+			} `json:"runtime"`
+		} `json:"taskmanagers"`
+	}](t, body).TaskManagers
+	require.Len(t, tms, 1)
+	require.Equal(t, "local", tms[0].ID)
+	require.Equal(t, -1, tms[0].DataPort)
+	require.Equal(t, 2, tms[0].Tasks)
+	require.Positive(t, tms[0].Runtime.HeapBytes)
+	require.Positive(t, tms[0].Runtime.Goroutines)
+}
+
+// A flame graph of the job's process over HTTP; bad lengths are refused,
+// and without profiling there is none.
+func TestDashboardFlameGraph(t *testing.T) {
+	job := startSlowSinkJob(t, weir.WithDashboard("127.0.0.1:0"))
+	base := "http://" + job.DashboardAddr()
+	code, body := get(t, base+"/api/v1/flamegraph?seconds=0.5")
+	require.Equal(t, http.StatusOK, code, string(body))
+	type node struct {
+		Name     string
+		Value    int64
+		Children []node
+	}
+	g := decode[struct {
+		Seconds float64
+		Samples int
+		Root    node
+	}](t, body)
+	require.Equal(t, "root", g.Root.Name)
+	require.Positive(t, g.Samples, "the busy sink spins: the profile has samples")
+	require.NotEmpty(t, g.Root.Children)
+	for _, bad := range []string{"0", "x", "-1", "100000"} {
+		code, body = get(t, base+"/api/v1/flamegraph?seconds="+bad)
+		require.Equal(t, http.StatusBadRequest, code, bad)
+		require.Contains(t, string(body), "seconds")
+	}
+	other := startSlowSinkJob(t, weir.WithDashboard("127.0.0.1:0", weir.WithoutProfiling()))
+	code, _ = get(t, "http://"+other.DashboardAddr()+"/api/v1/flamegraph?seconds=1")
+	require.Equal(t, http.StatusNotFound, code)
+	code, body = get(t, "http://"+other.DashboardAddr()+"/api/v1/job")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, string(body), `"profiling":false`)
 }

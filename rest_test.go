@@ -159,16 +159,20 @@ func TestRESTReads(t *testing.T) {
 	code, body = get(t, job.url(""))
 	require.Equal(t, http.StatusOK, code)
 	det := decode[struct {
-		JID         string `json:"jid"`
-		State       string `json:"state"`
-		IsStoppable bool   `json:"isStoppable"`
-		Vertices    []struct {
-			ID          string `json:"id"`
-			Name        string `json:"name"`
-			Parallelism int    `json:"parallelism"`
-			Status      string `json:"status"`
-			Metrics     struct {
-				WriteRecords int64 `json:"write-records"`
+		JID            string `json:"jid"`
+		State          string `json:"state"`
+		IsStoppable    bool   `json:"isStoppable"`
+		MaxParallelism int    `json:"maxParallelism"`
+		Vertices       []struct {
+			ID             string `json:"id"`
+			Name           string `json:"name"`
+			Parallelism    int    `json:"parallelism"`
+			MaxParallelism int    `json:"maxParallelism"`
+			Status         string `json:"status"`
+			Metrics        struct {
+				WriteRecords  int64 `json:"write-records"`
+				Busy          int64 `json:"accumulated-busy-time"`
+				BackPressured int64 `json:"accumulated-backpressured-time"`
 			} `json:"metrics"`
 		} `json:"vertices"`
 		Plan struct {
@@ -188,6 +192,10 @@ func TestRESTReads(t *testing.T) {
 	require.Equal(t, sourceVertex, src.Name)
 	require.Equal(t, "RUNNING", src.Status)
 	require.Positive(t, src.Metrics.WriteRecords)
+	require.Equal(t, 128, det.MaxParallelism, "the default number of key groups")
+	require.Equal(t, 128, src.MaxParallelism)
+	require.Positive(t, src.Metrics.Busy+src.Metrics.BackPressured, "time accumulated since the start")
+	require.Positive(t, sink.Metrics.Busy)
 	require.Len(t, det.Plan.Nodes, 2)
 	require.Equal(t, src.ID, det.Plan.Nodes[1].Inputs[0].ID)
 	require.Equal(t, "REBALANCE", det.Plan.Nodes[1].Inputs[0].ShipStrategy)
@@ -588,6 +596,7 @@ func TestDashboardTokenOnEveryRoute(t *testing.T) {
 		{"POST", "/jobs/" + id + "/stop"}, {"POST", "/jobs/" + id + "/checkpoints"}, {"PATCH", "/jobs/" + id + "?mode=cancel"},
 		{"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/heap"}, {"GET", "/debug/pprof/profile?seconds=1"},
 		{"GET", "/debug/pprof/cmdline"}, {"GET", "/nothing"}, {"DELETE", "/jobs/" + id},
+		{"GET", "/api/v1/history"}, {"GET", "/api/v1/flamegraph?seconds=1"}, {"GET", "/taskmanagers"},
 	}
 	for _, r := range routes {
 		for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "s3cret"}} {
@@ -682,6 +691,7 @@ func TestRESTHungClients(t *testing.T) {
 	id := decode[struct {
 		Jobs []struct{ ID string } `json:"jobs"`
 	}](t, body).Jobs[0].ID
+	vid := job.Metrics().Vertices[0].ID
 	dial := func() net.Conn {
 		c, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", job.DashboardAddr())
 		require.NoError(t, err)
@@ -691,7 +701,7 @@ func TestRESTHungClients(t *testing.T) {
 	slow := dial()
 	for range 50 {
 		for _, p := range []string{"/jobs/overview", "/jobs/" + id, "/jobs/" + id + "/checkpoints", "/jobs/" + id + "/exceptions",
-			"/debug/pprof/goroutine?debug=1"} {
+			"/debug/pprof/goroutine?debug=1", "/api/v1/history", "/taskmanagers", "/jobs/" + id + "/vertices/" + vid + "/watermarks"} {
 			_, err = fmt.Fprintf(slow, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", p)
 			require.NoError(t, err)
 		}
@@ -699,8 +709,10 @@ func TestRESTHungClients(t *testing.T) {
 	// An action whose body never comes.
 	_, err = fmt.Fprintf(dial(), "POST /jobs/%s/savepoints HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n{\"targ", id)
 	require.NoError(t, err)
-	// A profile nobody waits for.
+	// A profile and a flame graph nobody waits for.
 	_, err = fmt.Fprintf(dial(), "GET /debug/pprof/profile?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(dial(), "GET /api/v1/flamegraph?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	require.NoError(t, err)
 	before := job.Metrics().Vertices[0].Subtasks[0].NumRecordsOut
 	ck := job.Metrics().Checkpoints.NumberOfCompletedCheckpoints

@@ -53,8 +53,10 @@ func workerSamples() []workerSample {
 		{"metrics", WorkerMessage{Metrics: &MetricsReport{Attempt: 3, Tasks: []LiveTaskMetrics{{Task: sampleTask, Name: "window (3/4)",
 			State: Running, ElapsedNanos: 1, RecordsIn: 2, RecordsOut: 3, BytesIn: 4, BytesOut: 5, BusyNanos: 6, IdleNanos: 7,
 			BackPressuredNanos: 8, InputWatermark: 9, OutputWatermark: 10, Input: BufferUsage{Queued: 11, InUse: 12, Capacity: 13},
-			Output: BufferUsage{Queued: 14, InUse: 15, Capacity: 16}, Operators: []OperatorMetrics{{Name: "window", LateRecordsDropped: 17}}}}}},
-			`{"Metrics":{"Attempt":3,"Tasks":[{"Task":{"Vertex":"window","Subtask":2},"Name":"window (3/4)","State":1,"ElapsedNanos":1,"RecordsIn":2,"RecordsOut":3,"BytesIn":4,"BytesOut":5,"BusyNanos":6,"IdleNanos":7,"BackPressuredNanos":8,"InputWatermark":9,"OutputWatermark":10,"Input":{"Queued":11,"InUse":12,"Capacity":13},"Output":{"Queued":14,"InUse":15,"Capacity":16},"Operators":[{"Name":"window","LateRecordsDropped":17}]}]}}`},
+			Output: BufferUsage{Queued: 14, InUse: 15, Capacity: 16}, Operators: []OperatorMetrics{{Name: "window", LateRecordsDropped: 17}}}},
+			Runtime: &RuntimeMetrics{HeapBytes: 18, SysBytes: 19, Goroutines: 20, CPUs: 21, NumGC: 22, GCPauseTotalNanos: 23,
+				MaxRecentGCPauseNanos: 24}}},
+			`{"Metrics":{"Attempt":3,"Tasks":[{"Task":{"Vertex":"window","Subtask":2},"Name":"window (3/4)","State":1,"ElapsedNanos":1,"RecordsIn":2,"RecordsOut":3,"BytesIn":4,"BytesOut":5,"BusyNanos":6,"IdleNanos":7,"BackPressuredNanos":8,"InputWatermark":9,"OutputWatermark":10,"Input":{"Queued":11,"InUse":12,"Capacity":13},"Output":{"Queued":14,"InUse":15,"Capacity":16},"Operators":[{"Name":"window","LateRecordsDropped":17}]}],"Runtime":{"HeapBytes":18,"SysBytes":19,"Goroutines":20,"CPUs":21,"NumGC":22,"GCPauseTotalNanos":23,"MaxRecentGCPauseNanos":24}}}`},
 	}
 }
 

@@ -15,6 +15,21 @@ import (
 type MetricsReport struct {
 	Attempt Attempt           `json:"Attempt"`
 	Tasks   []LiveTaskMetrics `json:"Tasks"`
+	// Runtime is the worker process's Go runtime figures, for the
+	// coordinator's per-worker view (absent from older workers).
+	Runtime *RuntimeMetrics `json:"Runtime,omitempty"`
+}
+
+// RuntimeMetrics is a worker process's Go runtime figures: heap,
+// goroutines, GC. The control plane owns the wire form.
+type RuntimeMetrics struct {
+	HeapBytes             uint64 `json:"HeapBytes"`
+	SysBytes              uint64 `json:"SysBytes"`
+	Goroutines            int    `json:"Goroutines"`
+	CPUs                  int    `json:"CPUs"`
+	NumGC                 uint32 `json:"NumGC"`
+	GCPauseTotalNanos     uint64 `json:"GCPauseTotalNanos"`
+	MaxRecentGCPauseNanos uint64 `json:"MaxRecentGCPauseNanos"`
 }
 
 // LiveTaskMetrics is the wire form of a task.LiveMetrics. The control

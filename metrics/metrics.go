@@ -106,6 +106,11 @@ type Task struct {
 	BusyTimeMsPerSecond          float64 `json:"busyTimeMsPerSecond"`
 	IdleTimeMsPerSecond          float64 `json:"idleTimeMsPerSecond"`
 	BackPressuredTimeMsPerSecond float64 `json:"backPressuredTimeMsPerSecond"`
+	// The busy, idle and back-pressured time of the subtask so far, in
+	// ms (Flink's accumulated-*-time).
+	AccumulatedBusyTime          int64 `json:"accumulatedBusyTime"`
+	AccumulatedIdleTime          int64 `json:"accumulatedIdleTime"`
+	AccumulatedBackPressuredTime int64 `json:"accumulatedBackPressuredTime"`
 
 	// InPoolUsage and OutPoolUsage are the fractions (0 to 1) of the
 	// input and output buffers in use; the queue lengths count the

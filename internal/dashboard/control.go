@@ -40,6 +40,10 @@ type Control interface {
 	TriggerCheckpoint(ctx context.Context) (uint64, error)
 	// Cancel asks the job to stop; it does not wait.
 	Cancel()
+	// Workers lists the processes that run the job's tasks with their
+	// latest runtime figures: a cluster job's workers, or the job's own
+	// process ("local").
+	Workers() []metrics.Worker
 }
 
 // ErrConflict marks an error of Control as a conflict with the job's

@@ -1,8 +1,11 @@
-// Package dashboard serves a running job's web dashboard: a read-only
-// page (embedded, loading nothing from elsewhere) that draws the job
-// graph coloured by busy and back-pressured time, the subtasks of a
-// selected operator, the checkpoint history and the latest failure; the
-// JSON API the page polls; and the job's metrics in Prometheus' text
+// Package dashboard serves a running job's web dashboard: a page
+// (embedded, loading nothing from elsewhere) that draws the job graph
+// coloured by busy and back-pressured time, the subtasks of a selected
+// operator, charts of the last 10 minutes (History, a ring buffer the job
+// feeds), watermarks, the checkpoint history with one checkpoint's
+// subtasks, the exception history with stacks and a flame graph of a CPU
+// profile, and acts on the job (savepoint, stop, checkpoint, cancel)
+// through the REST API (Control); the JSON API the page polls; and the job's metrics in Prometheus' text
 // format. Every response is built from the job's latest metrics snapshot
 // (package metrics): a slow or hung client never reaches, let alone
 // slows, the job.

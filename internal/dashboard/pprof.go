@@ -40,6 +40,7 @@ func (p *profiler) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/profile", p.cpu)
 	mux.HandleFunc("GET /debug/pprof/trace", p.trace)
 	mux.HandleFunc("GET /debug/pprof/{profile}", p.named)
+	mux.HandleFunc("GET /api/v1/flamegraph", p.flamegraph)
 }
 
 func (p *profiler) index(w http.ResponseWriter, r *http.Request) {
@@ -63,9 +64,9 @@ func (p *profiler) cmdline(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(strings.Join(os.Args, "\x00")))
 }
 
-// seconds parses ?seconds= (default defaultProfileSeconds, at most max).
-func (p *profiler) seconds(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
-	d := defaultProfileSeconds * time.Second
+// seconds parses ?seconds= (default def, at most max).
+func (p *profiler) seconds(w http.ResponseWriter, r *http.Request, def time.Duration) (time.Duration, bool) {
+	d := def
 	if s := r.URL.Query().Get("seconds"); s != "" {
 		n, err := strconv.ParseFloat(s, 64)
 		if err != nil || n <= 0 {
@@ -99,7 +100,7 @@ func sleep(r *http.Request, d time.Duration) bool {
 // cpu takes a CPU profile of the process for ?seconds= (one at a time:
 // 409 while another, or one the program took itself, runs).
 func (p *profiler) cpu(w http.ResponseWriter, r *http.Request) {
-	d, ok := p.seconds(w, r)
+	d, ok := p.seconds(w, r, defaultProfileSeconds*time.Second)
 	if !ok {
 		return
 	}
@@ -120,7 +121,7 @@ func (p *profiler) cpu(w http.ResponseWriter, r *http.Request) {
 
 // trace takes an execution trace for ?seconds=.
 func (p *profiler) trace(w http.ResponseWriter, r *http.Request) {
-	d, ok := p.seconds(w, r)
+	d, ok := p.seconds(w, r, defaultProfileSeconds*time.Second)
 	if !ok {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
@@ -52,6 +53,54 @@ func (a *restAPI) register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /jobs/{jobid}/stop", a.withJob(a.stop))
 	mux.HandleFunc("GET /jobs/{jobid}/vertices/{vertexid}", a.withJob(a.vertex))
 	mux.HandleFunc("GET /jobs/{jobid}/vertices/{vertexid}/watermarks", a.withJob(a.watermarks))
+	mux.HandleFunc("GET /taskmanagers", a.taskManagers)
+}
+
+// taskManagerInfo is Flink's TaskManagerInfo of one worker, with weir's
+// tasks and Go runtime figures.
+type taskManagerInfo struct {
+	ID   string `json:"id"`
+	Path string `json:"path"`
+	// DataPort is the data plane's port (-1: none, the local process).
+	DataPort int `json:"dataPort"`
+	// TimeSinceLastHeartbeat is, as Flink's, the time of the latest
+	// report (unix ms; -1: none yet).
+	TimeSinceLastHeartbeat int64 `json:"timeSinceLastHeartbeat"`
+	SlotsNumber            int   `json:"slotsNumber"`
+	FreeSlots              int   `json:"freeSlots"`
+	Hardware               struct {
+		CPUCores       int   `json:"cpuCores"`
+		PhysicalMemory int64 `json:"physicalMemory"`
+		FreeMemory     int64 `json:"freeMemory"`
+		ManagedMemory  int64 `json:"managedMemory"`
+	} `json:"hardware"`
+	// weir's own.
+	Peer    string          `json:"peer,omitempty"`
+	Tasks   int             `json:"tasks"`
+	Runtime metrics.Runtime `json:"runtime"`
+}
+
+// taskManagers is Flink's GET /taskmanagers: the processes that run the
+// job's tasks.
+func (a *restAPI) taskManagers(w http.ResponseWriter, r *http.Request) {
+	out := []taskManagerInfo{}
+	for _, wk := range a.ctl.Workers() {
+		tm := taskManagerInfo{ID: wk.ID, Path: wk.DataAddr, DataPort: -1, TimeSinceLastHeartbeat: unixMs(wk.Reported),
+			SlotsNumber: wk.Tasks, Peer: wk.Peer, Tasks: wk.Tasks, Runtime: wk.Runtime}
+		if _, port, err := net.SplitHostPort(wk.DataAddr); err == nil {
+			if p, err := strconv.Atoi(port); err == nil {
+				tm.DataPort = p
+			}
+		}
+		if tm.Path == "" {
+			tm.Path = wk.ID
+		}
+		tm.Hardware.CPUCores = wk.Runtime.CPUs
+		// Not known to weir: the machine's memory, Flink's managed memory.
+		tm.Hardware.PhysicalMemory, tm.Hardware.FreeMemory, tm.Hardware.ManagedMemory = -1, -1, -1
+		out = append(out, tm)
+	}
+	writeJSON(w, map[string][]taskManagerInfo{"taskmanagers": out})
 }
 
 // withJob answers 404 for another job's ID.
@@ -177,6 +226,19 @@ type ioMetrics struct {
 	ReadRecordsComplete  bool  `json:"read-records-complete"`
 	WriteRecords         int64 `json:"write-records"`
 	WriteRecordsComplete bool  `json:"write-records-complete"`
+	// The time (ms) the subtasks were back-pressured, idle and busy,
+	// added up since they started.
+	AccumulatedBackPressured int64 `json:"accumulated-backpressured-time"`
+	AccumulatedIdle          int64 `json:"accumulated-idle-time"`
+	AccumulatedBusy          int64 `json:"accumulated-busy-time"`
+}
+
+// ioOf is a subtask's IOMetricsInfo.
+func ioOf(t *metrics.Task) ioMetrics {
+	return ioMetrics{ReadBytes: t.NumBytesIn, WriteBytes: t.NumBytesOut, ReadRecords: t.NumRecordsIn,
+		WriteRecords: t.NumRecordsOut, ReadBytesComplete: true, WriteBytesComplete: true, ReadRecordsComplete: true,
+		WriteRecordsComplete: true, AccumulatedBackPressured: t.AccumulatedBackPressuredTime,
+		AccumulatedIdle: t.AccumulatedIdleTime, AccumulatedBusy: t.AccumulatedBusyTime}
 }
 
 type vertexInfo struct {
@@ -223,6 +285,9 @@ func vertexIO(v *metrics.Vertex) ioMetrics {
 		m.WriteBytes += t.NumBytesOut
 		m.ReadRecords += t.NumRecordsIn
 		m.WriteRecords += t.NumRecordsOut
+		m.AccumulatedBackPressured += t.AccumulatedBackPressuredTime
+		m.AccumulatedIdle += t.AccumulatedIdleTime
+		m.AccumulatedBusy += t.AccumulatedBusyTime
 	}
 	return m
 }
@@ -274,8 +339,14 @@ func (a *restAPI) details(w http.ResponseWriter, r *http.Request) {
 	s := a.summary(j)
 	st := a.ctl.Status()
 	_, ckpt := a.ctl.Checkpoints()
+	// The job's number of key groups (WithMaxParallelism), every
+	// vertex's as well.
+	maxPar, err := strconv.Atoi(a.ctl.Options()["maxParallelism"])
+	if err != nil {
+		maxPar = -1
+	}
 	d := jobDetailsInfo{JID: s.JID, Name: s.Name, State: s.State, JobType: "STREAMING", StartTime: s.StartTime,
-		EndTime: s.EndTime, Duration: s.Duration, MaxParallelism: -1, Now: time.Now().UnixMilli(),
+		EndTime: s.EndTime, Duration: s.Duration, MaxParallelism: maxPar, Now: time.Now().UnixMilli(),
 		IsStoppable: ckpt && !ended(st.State), StatusCounts: taskCounts(j.Vertices),
 		Timestamps: map[string]int64{"CREATED": s.StartTime},
 		Plan:       jobPlan{JID: s.JID, Name: s.Name, Type: "STREAMING"}, NumRestarts: j.NumRestarts, Attempt: j.Attempt}
@@ -288,7 +359,7 @@ func (a *restAPI) details(w http.ResponseWriter, r *http.Request) {
 	for i := range j.Vertices {
 		v := &j.Vertices[i]
 		counts := taskCounts(j.Vertices[i : i+1])
-		d.Vertices = append(d.Vertices, vertexInfo{ID: v.ID, Name: v.Name, MaxParallelism: -1, Parallelism: v.Parallelism,
+		d.Vertices = append(d.Vertices, vertexInfo{ID: v.ID, Name: v.Name, MaxParallelism: maxPar, Parallelism: v.Parallelism,
 			Status: vertexStatus(v), StartTime: s.StartTime, EndTime: s.EndTime, Duration: s.Duration, Tasks: counts,
 			Metrics: vertexIO(v)})
 		n := planNode{ID: v.ID, Parallelism: v.Parallelism, Operator: "", Description: v.Name}
@@ -329,9 +400,7 @@ func (a *restAPI) vertex(w http.ResponseWriter, r *http.Request) {
 			st = "SCHEDULED"
 		}
 		out.Subtasks = append(out.Subtasks, subtaskInfo{Subtask: t.Subtask, Status: st, Attempt: j.Attempt, Endpoint: t.Location,
-			Metrics: ioMetrics{ReadBytes: t.NumBytesIn, WriteBytes: t.NumBytesOut, ReadRecords: t.NumRecordsIn,
-				WriteRecords: t.NumRecordsOut, ReadBytesComplete: true, WriteBytesComplete: true, ReadRecordsComplete: true,
-				WriteRecordsComplete: true}, Detail: t})
+			Metrics: ioOf(&t), Detail: t})
 	}
 	writeJSON(w, out)
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,9 @@ type Config struct {
 	// Refresh is how often the page polls the API (0: 1 s; at least
 	// 250 ms).
 	Refresh time.Duration
+	// History, with UI, serves the charts' series (GET /api/v1/history);
+	// the job feeds it (nil: no charts).
+	History *History
 	Logger  *zap.Logger
 }
 
@@ -181,8 +185,10 @@ func (s *Server) Run(ctx context.Context) error {
 //	GET /api/v1/job              the whole snapshot (UI)
 //	GET /api/v1/vertices/{id}    one vertex with its subtasks (UI)
 //	GET /api/v1/checkpoints      checkpoint counts, summary and history (UI)
+//	GET /api/v1/history          the charts' last 10 minutes (UI and History)
 //	    /jobs/…                  Flink's REST API and its actions (UI and Job)
 //	GET /debug/pprof/…           profiles (UI and Pprof)
+//	GET /api/v1/flamegraph       a CPU profile as a flame graph (UI and Pprof)
 //	GET /metrics                 Prometheus text exposition
 //
 // Anything else is a 404, another method than a route's a 405, a missing
@@ -194,7 +200,10 @@ func (s *Server) handler(cfg Config, listenHost string) http.Handler {
 		refresh = time.Second
 	}
 	refresh = max(refresh, minRefresh)
-	h := &handler{latest: cfg.Latest, refresh: refresh}
+	h := &handler{latest: cfg.Latest, refresh: refresh, history: cfg.History, profiling: cfg.UI && cfg.Pprof}
+	if cfg.Job != nil {
+		h.jid = cfg.Job.JobID()
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(metrics.NewCollector(cfg.Latest))
 	if !cfg.NoGoMetrics {
@@ -214,6 +223,9 @@ func (s *Server) handler(cfg Config, listenHost string) http.Handler {
 		mux.HandleFunc("GET /api/v1/job", h.job)
 		mux.HandleFunc("GET /api/v1/vertices/{id}", h.vertex)
 		mux.HandleFunc("GET /api/v1/checkpoints", h.checkpoints)
+		if cfg.History != nil {
+			mux.HandleFunc("GET /api/v1/history", h.historySince)
+		}
 		mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				w.Header().Set("Allow", "GET, HEAD")
@@ -265,7 +277,11 @@ func notFound(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
 type handler struct {
 	latest  func() *metrics.Job
 	refresh time.Duration
+	history *History
+	jid     string                  // the REST API's job ID ("": no REST API)
 	cache   atomic.Pointer[encoded] // the latest snapshot's JSON
+	// profiling: /debug/pprof/ and the flame graph are served.
+	profiling bool
 }
 
 type encoded struct {
@@ -279,13 +295,21 @@ type jobView struct {
 	*metrics.Job
 	// Refresh is how often the page polls, in ms.
 	Refresh int64 `json:"refresh"`
+	// JID is the job's ID in the REST API's paths (omitted without it).
+	JID string `json:"jid,omitempty"`
+	// Charts says whether GET /api/v1/history serves the charts;
+	// Profiling whether /debug/pprof/ and GET /api/v1/flamegraph are
+	// served.
+	Charts    bool `json:"charts"`
+	Profiling bool `json:"profiling"`
 }
 
 func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 	j := h.latest()
 	c := h.cache.Load()
 	if c == nil || c.job != j {
-		body, err := json.Marshal(jobView{Job: j, Refresh: h.refresh.Milliseconds()})
+		body, err := json.Marshal(jobView{Job: j, Refresh: h.refresh.Milliseconds(), JID: h.jid, Charts: h.history != nil,
+			Profiling: h.profiling})
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
@@ -306,6 +330,21 @@ func (h *handler) vertex(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, http.StatusNotFound, fmt.Sprintf("no vertex %q", id))
+}
+
+// historySince answers the charts' points after ?since= (unix ms; none:
+// the whole window).
+func (h *handler) historySince(w http.ResponseWriter, r *http.Request) {
+	var since int64
+	if s := r.URL.Query().Get("since"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("since %q: not a time in unix ms", s))
+			return
+		}
+		since = n
+	}
+	writeJSON(w, h.history.Since(since))
 }
 
 func (h *handler) checkpoints(w http.ResponseWriter, r *http.Request) {

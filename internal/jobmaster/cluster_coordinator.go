@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,7 +48,33 @@ type clusterJob struct {
 	mu struct {
 		sync.Mutex
 		cur *clusterAttempt
+		// workers are the connected workers with their latest runtime
+		// report, for the dashboard's per-worker view.
+		workers map[string]*metrics.Worker
 	}
+}
+
+// workerList returns the connected workers, by ID, with the current
+// attempt's tasks on each.
+func (j *clusterJob) workerList() []metrics.Worker {
+	j.mu.Lock()
+	out := make([]metrics.Worker, 0, len(j.mu.workers))
+	for _, w := range j.mu.workers {
+		out = append(out, *w)
+	}
+	a := j.mu.cur
+	j.mu.Unlock()
+	slices.SortFunc(out, func(a, b metrics.Worker) int { return strings.Compare(a.ID, b.ID) })
+	if a != nil {
+		tasks := map[string]int{}
+		for _, w := range a.owner {
+			tasks[w]++
+		}
+		for i := range out {
+			out[i].Tasks = tasks[out[i].ID]
+		}
+	}
+	return out
 }
 
 // runCluster runs the job as the coordinator of workers; with high
@@ -63,6 +90,8 @@ func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobS
 	}
 	j := &clusterJob{spec: spec, cfg: cfg, ck: ck, job: uuid.New(), storage: loc, log: spec.Logger, mode: ck.mode,
 		ha: hc, guard: ck.guard}
+	j.mu.workers = map[string]*metrics.Worker{}
+	status.setWorkers(j.workerList)
 	ln := cfg.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -138,11 +167,17 @@ func (j *clusterJob) current() *clusterAttempt {
 // WorkerJoined implements cluster.Handler.
 func (j *clusterJob) WorkerJoined(w cluster.WorkerInfo) {
 	j.log.Info("worker joined", zap.String("worker", w.ID), zap.String("data", w.DataAddr), zap.String("peer", w.Peer))
+	j.mu.Lock()
+	j.mu.workers[w.ID] = &metrics.Worker{ID: w.ID, DataAddr: w.DataAddr, Peer: w.Peer}
+	j.mu.Unlock()
 }
 
 // WorkerLost implements cluster.Handler.
 func (j *clusterJob) WorkerLost(id string, err error) {
 	j.log.Info("worker lost", zap.String("worker", id), zap.Error(err))
+	j.mu.Lock()
+	delete(j.mu.workers, id)
+	j.mu.Unlock()
 	if a := j.current(); a != nil {
 		a.workerLost(id, err)
 	}
@@ -150,6 +185,13 @@ func (j *clusterJob) WorkerLost(id string, err error) {
 
 // Message implements cluster.Handler.
 func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
+	if m.Metrics != nil && m.Metrics.Runtime != nil {
+		j.mu.Lock()
+		if w := j.mu.workers[id]; w != nil {
+			w.Runtime, w.Reported = metrics.Runtime(*m.Metrics.Runtime), time.Now()
+		}
+		j.mu.Unlock()
+	}
 	a := j.current()
 	switch {
 	case a == nil:

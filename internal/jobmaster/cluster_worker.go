@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/cluster"
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/ha"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/network"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
@@ -514,6 +515,7 @@ func (r *workerResponder) Decline(k state.TaskKey, id barrier.CheckpointID, reas
 func (w *worker) reportMetrics() {
 	t := time.NewTicker(w.spec.Metrics.interval())
 	defer t.Stop()
+	var rt metrics.RuntimeReader // the process's heap, goroutines and GC
 	for {
 		select {
 		case <-w.reportCtx.Done():
@@ -524,7 +526,8 @@ func (w *worker) reportMetrics() {
 		if a == nil {
 			continue
 		}
-		r := &cluster.MetricsReport{Attempt: a.n, Tasks: make([]cluster.LiveTaskMetrics, len(a.tasks))}
+		run := cluster.RuntimeMetrics(rt.Read())
+		r := &cluster.MetricsReport{Attempt: a.n, Tasks: make([]cluster.LiveTaskMetrics, len(a.tasks)), Runtime: &run}
 		for i, t := range a.tasks {
 			r.Tasks[i] = cluster.LiveTaskMetricsFrom(t.LiveMetrics())
 		}

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/dashboard"
@@ -22,6 +24,25 @@ var ErrNoCheckpointing = errors.New("weir: checkpointing is not enabled for this
 type control struct {
 	j       *Job
 	options map[string]string
+
+	mu sync.Mutex
+	rt metrics.RuntimeReader // this process's, for a job in it
+}
+
+// Workers lists the processes that run the job's tasks: a cluster job's
+// workers, or this process.
+func (c *control) Workers() []metrics.Worker {
+	if ws, ok := c.j.status.workers(); ok {
+		return ws
+	}
+	tasks := 0
+	for _, v := range c.j.sampler.Latest().Vertices {
+		tasks += v.Parallelism
+	}
+	c.mu.Lock()
+	rt := c.rt.Read()
+	c.mu.Unlock()
+	return []metrics.Worker{{ID: "local", Tasks: tasks, Runtime: rt, Reported: time.Now()}}
 }
 
 var _ dashboard.Control = (*control)(nil)

@@ -71,7 +71,29 @@ type jobStatus struct {
 		// stopping is set while a stop with a savepoint is in progress,
 		// canceling once the job was asked to end.
 		stopping, canceling bool
+		// workers lists a cluster job's workers (nil: the job runs in
+		// this process).
+		workers func() []metrics.Worker
 	}
+}
+
+// setWorkers sets where a cluster job's workers are listed.
+func (s *jobStatus) setWorkers(f func() []metrics.Worker) {
+	s.mu.Lock()
+	s.mu.workers = f
+	s.mu.Unlock()
+}
+
+// workers returns a cluster job's workers; false for a job in this
+// process.
+func (s *jobStatus) workers() ([]metrics.Worker, bool) {
+	s.mu.Lock()
+	f := s.mu.workers
+	s.mu.Unlock()
+	if f == nil {
+		return nil, false
+	}
+	return f(), true
 }
 
 // maxFailures is how many failures the exception history keeps.
@@ -268,9 +290,22 @@ type httpAddrs struct {
 // run by Start).
 func (j *Job) startMetrics(spec *Spec, start time.Time) error {
 	ms := &spec.Metrics
-	var onSample func(*metrics.Job)
+	var observers []func(*metrics.Job)
 	if ms.Progress > 0 {
-		onSample = metrics.NewProgress(spec.Logger, ms.Progress).Observe
+		observers = append(observers, metrics.NewProgress(spec.Logger, ms.Progress).Observe)
+	}
+	var history *dashboard.History // the dashboard's charts
+	if ms.Dashboard != nil {
+		history = dashboard.NewHistory(ms.interval())
+		observers = append(observers, history.Observe)
+	}
+	var onSample func(*metrics.Job)
+	if len(observers) > 0 {
+		onSample = func(j *metrics.Job) {
+			for _, o := range observers {
+				o(j)
+			}
+		}
 	}
 	j.sampler = metrics.NewSampler(metrics.Config{Plan: metrics.PlanOf(ms.Name, spec.Graph), Source: j.status,
 		Interval: ms.interval(), Start: start, OnSample: onSample})
@@ -283,6 +318,7 @@ func (j *Job) startMetrics(spec *Spec, start time.Time) error {
 		if ui {
 			cfg.Job = &control{j: j, options: spec.Options}
 			cfg.Pprof, cfg.MaxProfile, cfg.Linger = !h.NoPprof, h.MaxProfile, h.Linger
+			cfg.History = history
 		}
 		s, err := dashboard.Listen(cfg)
 		if err != nil {

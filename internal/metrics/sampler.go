@@ -312,6 +312,8 @@ func fillTask(t *Task, ts *TaskSample, r rates) {
 	t.NumRecordsInPerSecond, t.NumRecordsOutPerSecond = r.recordsIn, r.recordsOut
 	t.NumBytesInPerSecond, t.NumBytesOutPerSecond = r.bytesIn, r.bytesOut
 	t.BusyTimeMsPerSecond, t.IdleTimeMsPerSecond, t.BackPressuredTimeMsPerSecond = r.busy, r.idle, r.backPressured
+	t.AccumulatedBusyTime, t.AccumulatedIdleTime = ts.Busy.Milliseconds(), ts.Idle.Milliseconds()
+	t.AccumulatedBackPressuredTime = ts.BackPressured.Milliseconds()
 	t.InPoolUsage, t.OutPoolUsage = ts.Input.Ratio(), ts.Output.Ratio()
 	t.InputQueueLength, t.OutputQueueLength = ts.Input.Queued, ts.Output.Queued
 	t.CurrentInputWatermark, t.CurrentOutputWatermark = ts.InputWatermark, ts.OutputWatermark
