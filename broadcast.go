@@ -193,8 +193,12 @@ func (m *BroadcastMap[K, V]) Clear() error {
 	return nil
 }
 
-// All iterates over the entries, ordered by their encoded keys (so the
-// same on every subtask). The map must not change during the iteration.
+// All iterates over the entries, ordered by their encoded keys as bytes:
+// the same order on every subtask and after every restore, which is the
+// keys' own order only where their codec keeps it (codec.Int64 does for
+// keys ≥ 0, not for negative ones). A function whose result must not
+// depend on the order (the latest rule before a time, say) compares the
+// keys itself. The map must not change during the iteration.
 func (m *BroadcastMap[K, V]) All() iter.Seq2[K, V] {
 	if m.order == nil {
 		m.order = make([]K, 0, len(m.vals))

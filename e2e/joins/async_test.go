@@ -76,9 +76,9 @@ func TestAsyncMapOrders(t *testing.T) {
 // are part of it and are looked up again after the restore. With one
 // subtask and ordered results the output keeps the input order across
 // the restarts. The failures fire at call counts, each once a checkpoint
-// completed since the previous one, and the source holds the end of its
-// input until all of them fired: every run restarts exactly three times
-// from a checkpoint, however fast the machine.
+// completed in the attempt after the previous one's, and the source holds
+// the end of its input until all of them fired: every run restarts
+// exactly three times from a checkpoint, however fast the machine.
 func TestAsyncExactlyOnceUnderKills(t *testing.T) {
 	for _, tr := range transports {
 		for _, unaligned := range []bool{false, true} {
@@ -99,6 +99,7 @@ func TestAsyncExactlyOnceUnderKills(t *testing.T) {
 						evs[i].V = int64(i)
 					}
 					src := weir.FromPollingReader(env, "values", func(sub, par int) (weir.PollingReader[event], error) {
+						k.attemptStarted()
 						return newHeldReader(evs, sub, par, 0, nil, k.release), nil
 					}).WithCodec(eventCodec)
 					up := weir.Map(src, func(e event) int64 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,25 +39,52 @@ var transports = []struct {
 }
 
 // killer injects task failures: failure k fires at the first call of
-// maybe at or after at[k] once a checkpoint completed since failure k-1,
-// so that every failure restores from a checkpoint whatever the
-// machine's speed.
+// maybe at or after at[k] once the job restarted after failure k-1 and a
+// checkpoint of the new attempt completed. So every failure fails an
+// attempt of its own and restores from a checkpoint taken in it,
+// whatever the machine's speed: a job run with k.at's failures restarts
+// exactly len(k.at) times.
+//
+// The job's readers call attemptStarted when they are made (each attempt
+// makes its own, once the attempt before has ended). Without it a
+// failure could fire in the attempt of the one before, in the moment
+// between that failure and the attempt's end: a checkpoint the failing
+// task had acknowledged may still complete then, and another subtask's
+// call may be due. Two failures of one attempt make one restart.
 type killer struct {
-	job         atomic.Pointer[weir.Job]
-	at          []int64
-	seen, next  atomic.Int64
-	completedAt atomic.Int64
+	job  atomic.Pointer[weir.Job]
+	at   []int64
+	seen atomic.Int64
+	next atomic.Int64 // failures fired
+	mu   sync.Mutex
+	// armed: an attempt started since the last failure; base: the
+	// completed checkpoints when it started.
+	armed bool
+	base  int
 }
 
 func newKiller(seed uint64, kills int, every int64) *killer {
 	r := rand.New(rand.NewPCG(seed, 7))
-	k := &killer{}
+	k := &killer{armed: true}
 	at := int64(0)
 	for range kills {
 		at += every/2 + r.Int64N(every)
 		k.at = append(k.at, at)
 	}
 	return k
+}
+
+// attemptStarted is called by each reader the job makes.
+func (k *killer) attemptStarted() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.armed {
+		return
+	}
+	k.armed = true
+	if j := k.job.Load(); j != nil {
+		k.base = j.CheckpointStats().Completed
+	}
 }
 
 // maybe panics when the next failure is due.
@@ -77,12 +105,14 @@ func (k *killer) due(c int64) (int64, bool) {
 	if j == nil {
 		return n, false
 	}
-	done := int64(j.CheckpointStats().Completed)
-	if done > k.completedAt.Load() && k.next.CompareAndSwap(n, n+1) {
-		k.completedAt.Store(done)
-		return n, true
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.armed || k.next.Load() != n || j.CheckpointStats().Completed <= k.base {
+		return n, false
 	}
-	return n, false
+	k.armed = false
+	k.next.Store(n + 1)
+	return n, true
 }
 
 // release is a held source's end of input: io.EOF once every failure

@@ -344,10 +344,13 @@ func (f *applyFactor) OnTimer(key, ts int64, _ weir.TimeDomain, out *weir.Collec
 	if err != nil || !ok {
 		return fmt.Errorf("timer %d of key %d without a pending value (%v)", ts, key, err)
 	}
-	factor := int64(0)
+	// The rule in force is the latest from at or before ts, whatever
+	// the order All gives (that of the encoded keys, which is not the
+	// numeric order of every int64).
+	factor, latest := int64(0), int64(math.MinInt64)
 	for from, x := range f.factors.All() {
-		if from <= ts {
-			factor = x
+		if from <= ts && from >= latest {
+			factor, latest = x, from
 		}
 	}
 	out.Emit(fmt.Sprintf("%d %d %d", key, ts, v*factor))

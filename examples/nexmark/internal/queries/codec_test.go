@@ -35,7 +35,7 @@ func TestCodecs(t *testing.T) {
 	roundTrip(t, "q0", q0RowCodec, Q0Row{1, 2, 3, 4, "x"}, Q0Row{-1, 0, 1 << 40, 5, ""})
 	roundTrip(t, "q1", q1RowCodec, Q1Row{1, 2, 908, 4, "extra"})
 	roundTrip(t, "q7 row", q7RowCodec, Q7Row{1, 2, 3, 4, "e", 5, 6})
-	roundTrip(t, "q7 max", q7MaxCodec, q7Max{10, []q7Bid{{1, 10, 3, 4, "a"}, {2, 10, 5, 6, ""}}})
+	roundTrip(t, "q7 top", q7TopCodec, top[q7Bid]{10, []q7Bid{{1, 10, 3, 4, "a"}, {2, 10, 5, 6, ""}}})
 	roundTrip(t, "q3 in", q3InCodec, q3In{Auction: q3Auction{1, 2}}, q3In{Person: q3Person{1, "n", "c", "s"}, IsPerson: true})
 	roundTrip(t, "q8 in", q8InCodec, q8In{Seller: 1001}, q8In{Person: q8Person{1, "n", 5}, IsPerson: true})
 	roundTrip(t, "q9 in", wInCodec[nexmark.Auction, nexmark.Bid](nexmark.AuctionCodec{}, nexmark.BidCodec{}),

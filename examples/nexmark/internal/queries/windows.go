@@ -54,45 +54,54 @@ func Q5(events *weir.Stream[nexmark.Event]) *weir.Stream[Q5Row] {
 	// (incrementally: a window's counts are as many as its auctions).
 	perWindow := weir.KeyBy(counts, func(c weir.Windowed[int64, int64]) int64 { return c.Window.End }, codec.Int64())
 	hottest := weir.WindowAggregate(weir.Window(perWindow, weir.TumblingWindows(2*time.Second)),
-		weir.AggregateFunction[weir.Windowed[int64, int64], q5Max, q5Max]{
-			Codec: q5MaxCodec,
-			New:   func() q5Max { return q5Max{} },
-			Add: func(m q5Max, c weir.Windowed[int64, int64]) q5Max {
-				return m.merge(q5Max{c.Value, c.Window.Start, []int64{c.Key}})
-			},
-			Merge:  q5Max.merge,
-			Result: func(m q5Max) q5Max { return m },
-		}, q5MaxCodec).Name("q5 hottest").UID("q5 hottest")
-	return weir.FlatMap(hottest, func(w weir.Windowed[int64, q5Max], emit func(Q5Row)) {
-		for _, a := range w.Value.Auctions {
-			emit(Q5Row{a, w.Value.Num, w.Value.Start, w.Value.Start + 10_000})
+		topAggregate(q5TopCodec, func(c weir.Windowed[int64, int64]) top[int64] { return top[int64]{c.Value, []int64{c.Key}} }),
+		q5TopCodec).Name("q5 hottest").UID("q5 hottest")
+	return weir.FlatMap(hottest, func(w weir.Windowed[int64, top[int64]], emit func(Q5Row)) {
+		// The sliding window ends where the tumbling one does.
+		for _, a := range w.Value.Items {
+			emit(Q5Row{a, w.Value.Key, w.Window.End - 10_000, w.Window.End})
 		}
 	}).WithCodec(q5RowCodec).Name("q5")
 }
 
-// q5Max is the largest count of bids of some auctions of a sliding
-// window (starting at Start), and those auctions.
-type q5Max struct {
-	Num, Start int64
-	Auctions   []int64
+// top is the largest key of some values of a window (a count of bids, a
+// price), and the values with it: all of them on a tie.
+type top[T any] struct {
+	Key   int64
+	Items []T
 }
 
-var q5MaxCodec = codec.Struct3(codec.Int64(), func(m q5Max) int64 { return m.Num },
-	codec.Int64(), func(m q5Max) int64 { return m.Start },
-	codec.Slice[int64](codec.Int64()), func(m q5Max) []int64 { return m.Auctions },
-	func(n, s int64, as []int64) q5Max { return q5Max{n, s, as} })
+func topCodec[T any](c codec.Codec[T]) codec.Codec[top[T]] {
+	return codec.Struct2(codec.Int64(), func(t top[T]) int64 { return t.Key },
+		codec.Slice[T](c), func(t top[T]) []T { return t.Items },
+		func(k int64, items []T) top[T] { return top[T]{k, items} })
+}
 
-// merge keeps the auctions of the larger count of a and b (both on a
-// tie).
-func (a q5Max) merge(b q5Max) q5Max {
+// merge keeps the values of the larger key of a and b (both on a tie).
+func (a top[T]) merge(b top[T]) top[T] {
 	switch {
-	case len(b.Auctions) == 0 || b.Num < a.Num:
+	case len(b.Items) == 0 || b.Key < a.Key:
 		return a
-	case len(a.Auctions) == 0 || b.Num > a.Num:
-		return q5Max{b.Num, b.Start, append([]int64(nil), b.Auctions...)}
+	case len(a.Items) == 0 || b.Key > a.Key:
+		return top[T]{b.Key, append([]T(nil), b.Items...)}
 	}
-	return q5Max{a.Num, a.Start, append(a.Auctions, b.Auctions...)}
+	return top[T]{a.Key, append(a.Items, b.Items...)}
 }
+
+// topAggregate is the aggregate function of a window's top, each value
+// counting as of says.
+func topAggregate[In, T any](c codec.Codec[top[T]], of func(In) top[T]) weir.AggregateFunction[In, top[T], top[T]] {
+	return weir.AggregateFunction[In, top[T], top[T]]{
+		Codec:  c,
+		New:    func() top[T] { return top[T]{} },
+		Add:    func(m top[T], v In) top[T] { return m.merge(of(v)) },
+		Merge:  top[T].merge,
+		Result: func(m top[T]) top[T] { return m },
+	}
+}
+
+// q5TopCodec is the codec of q5's auctions with the most bids.
+var q5TopCodec = topCodec[int64](codec.Int64())
 
 // Q7Row is a row of q7: a bid with the highest price of its window.
 type Q7Row struct {
@@ -111,39 +120,23 @@ type q7Bid struct {
 	Extra                            string
 }
 
-// q7Max is the highest price of some bids of a window, and those bids
-// with it.
-type q7Max struct {
-	Price int64
-	Bids  []q7Bid
-}
-
 // errCorrupt is the error of the queries' codecs for a bad encoding.
 var errCorrupt = errors.New("queries: corrupt encoding")
 
-var q7MaxCodec = codec.Struct2(codec.Int64(), func(m q7Max) int64 { return m.Price },
-	codec.Slice[q7Bid](q7BidCodec), func(m q7Max) []q7Bid { return m.Bids },
-	func(p int64, bs []q7Bid) q7Max { return q7Max{p, bs} })
-
-// merge keeps the bids of the higher price of a and b (both on a tie).
-func (a q7Max) merge(b q7Max) q7Max {
-	switch {
-	case len(b.Bids) == 0 || b.Price < a.Price:
-		return a
-	case len(a.Bids) == 0 || b.Price > a.Price:
-		return q7Max{b.Price, append([]q7Bid(nil), b.Bids...)}
-	}
-	return q7Max{a.Price, append(a.Bids, b.Bids...)}
-}
+// q7TopCodec is the codec of q7's bids with the highest price.
+var q7TopCodec = topCodec(q7BidCodec)
 
 // q7Buckets is how many keys the first stage of q7 spreads the bids of a
 // window over (by price), to share the work among subtasks.
 const q7Buckets = 64
 
 // Q7 is Nexmark's q7, highest bid: the bids with the highest price of
-// every tumbling window of 10 s. A first window stage finds the highest
-// bids of each bucket of prices, a second one, per window, the highest of
-// those.
+// every tumbling window of 10 s, each bid in its window [start, end).
+// Flink's SQL takes the bids BETWEEN end - 10 s AND end, inclusive: a
+// bid at exactly end with the window's highest price is a row of the
+// window too there, not here (the README says more). A first window
+// stage finds the highest bids of each bucket of prices, a second one,
+// per window, the highest of those.
 func Q7(events *weir.Stream[nexmark.Event]) *weir.Stream[Q7Row] {
 	bids := weir.FlatMap(events, func(e nexmark.Event, emit func(q7Bid)) {
 		if b := e.Bid; b != nil {
@@ -152,23 +145,15 @@ func Q7(events *weir.Stream[nexmark.Event]) *weir.Stream[Q7Row] {
 	}).WithCodec(q7BidCodec).Name("q7 bids")
 	window := weir.TumblingWindows(10 * time.Second)
 	perBucket := weir.KeyBy(bids, func(b q7Bid) int64 { return b.Price % q7Buckets }, codec.Int64())
-	partial := weir.WindowAggregate(weir.Window(perBucket, window), weir.AggregateFunction[q7Bid, q7Max, q7Max]{
-		Codec:  q7MaxCodec,
-		New:    func() q7Max { return q7Max{} },
-		Add:    func(m q7Max, b q7Bid) q7Max { return m.merge(q7Max{b.Price, []q7Bid{b}}) },
-		Merge:  q7Max.merge,
-		Result: func(m q7Max) q7Max { return m },
-	}, q7MaxCodec).Name("q7 highest per bucket").UID("q7 highest per bucket")
-	perWindow := weir.KeyBy(partial, func(w weir.Windowed[int64, q7Max]) int64 { return w.Window.Start }, codec.Int64())
-	highest := weir.WindowAggregate(weir.Window(perWindow, window), weir.AggregateFunction[weir.Windowed[int64, q7Max], q7Max, q7Max]{
-		Codec:  q7MaxCodec,
-		New:    func() q7Max { return q7Max{} },
-		Add:    func(m q7Max, w weir.Windowed[int64, q7Max]) q7Max { return m.merge(w.Value) },
-		Merge:  q7Max.merge,
-		Result: func(m q7Max) q7Max { return m },
-	}, q7MaxCodec).Name("q7 highest").UID("q7 highest")
-	return weir.FlatMap(highest, func(w weir.Windowed[int64, q7Max], emit func(Q7Row)) {
-		for _, b := range w.Value.Bids {
+	partial := weir.WindowAggregate(weir.Window(perBucket, window),
+		topAggregate(q7TopCodec, func(b q7Bid) top[q7Bid] { return top[q7Bid]{b.Price, []q7Bid{b}} }),
+		q7TopCodec).Name("q7 highest per bucket").UID("q7 highest per bucket")
+	perWindow := weir.KeyBy(partial, func(w weir.Windowed[int64, top[q7Bid]]) int64 { return w.Window.Start }, codec.Int64())
+	highest := weir.WindowAggregate(weir.Window(perWindow, window),
+		topAggregate(q7TopCodec, func(w weir.Windowed[int64, top[q7Bid]]) top[q7Bid] { return w.Value }),
+		q7TopCodec).Name("q7 highest").UID("q7 highest")
+	return weir.FlatMap(highest, func(w weir.Windowed[int64, top[q7Bid]], emit func(Q7Row)) {
+		for _, b := range w.Value.Items {
 			emit(Q7Row{b.Auction, b.Price, b.Bidder, b.DateTime, b.Extra, w.Window.Start, w.Window.End})
 		}
 	}).WithCodec(q7RowCodec).Name("q7")
