@@ -6,7 +6,7 @@ PKGS := ./...
 # Per-package test timeout; raise it on a loaded machine (make test TEST_TIMEOUT=30m).
 TEST_TIMEOUT ?= 9m
 
-.PHONY: all build test test-short bench baseline lint run fuzz soak soak-ha nexmark
+.PHONY: all build test test-short bench bench-state-10m baseline lint run fuzz soak soak-ha nexmark
 
 all: lint build test
 
@@ -43,6 +43,11 @@ soak-ha:
 # the ideal pipeline measured in the same run.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./buffer/ ./network/... ./state/... ./codec/ ./eventtime/... . ./connectors/kafka/ | awk -f scripts/ratio.awk
+
+# BenchmarkStateBackend with 10 M keys (pebble's cache=1% case caches
+# 100,000 of them): not part of bench, loading the keys takes minutes.
+bench-state-10m:
+	$(GO) test -run '^$$' -bench '^BenchmarkStateBackend$$' -benchmem -timeout 2h ./state/pebble/ -args -state.keys=10000000
 
 # The in-repo baselines, what the data path is measured against on this
 # machine: BenchmarkIdealPipeline (the in-process exchange reduced to

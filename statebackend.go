@@ -66,7 +66,7 @@ type PebbleOptions struct {
 	// and written to it at each checkpoint. Map states are not cached.
 	CacheBytes int64
 	// DirtyBytes bounds the cache's entries not yet written to the
-	// database (default a quarter of CacheBytes): beyond it they are
+	// database (default a sixteenth of CacheBytes): beyond it they are
 	// written, and stay cached. It bounds a checkpoint's synchronous
 	// part.
 	DirtyBytes int64

@@ -3,6 +3,7 @@ package pebble_test
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"path"
@@ -20,11 +21,17 @@ import (
 	"github.com/weirstream/weir/state/pebble"
 )
 
-// benchKeys is the number of keys of the state benchmarks: 1 M, not the
-// 10 M of Flink's usual figure, so that `make bench` stays within minutes
-// (loading 10 M keys into pebble takes about ten times longer; the
-// per-update cost of pebble grows only logarithmically with the keys).
-const benchKeys = 1 << 20
+// benchKeys is the number of keys of the state benchmarks: 1 M by
+// default, not the 10 M of Flink's usual figure, so that `make bench`
+// stays within minutes (loading 10 M keys into pebble takes about ten
+// times longer). -state.keys sets it: `make bench-state-10m` runs
+// BenchmarkStateBackend with 10 M keys (the cache=1% case then caches
+// 100,000 keys).
+var benchKeys = 1 << 20
+
+func init() {
+	flag.IntVar(&benchKeys, "state.keys", benchKeys, "keys of the state benchmarks")
+}
 
 func heapInUse() uint64 {
 	runtime.GC()
@@ -83,7 +90,7 @@ func BenchmarkStateBackend(b *testing.B) {
 			return kb
 		}},
 		{"pebble/cache=1%", func(b *testing.B) state.KeyedBackend {
-			kb, err := pebble.New(pebble.Config{Dir: b.TempDir(), CacheBytes: benchKeys * cachedKeyBytes / 100})
+			kb, err := pebble.New(pebble.Config{Dir: b.TempDir(), CacheBytes: int64(benchKeys) * cachedKeyBytes / 100})
 			require.NoError(b, err)
 			return kb
 		}},
@@ -128,7 +135,7 @@ func BenchmarkStateBackend(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
 			b.ReportMetric(float64(inUse), "heap-B")
-			b.ReportMetric(benchKeys, "keys")
+			b.ReportMetric(float64(benchKeys), "keys")
 			if pb != nil {
 				st := pb.CacheStats()
 				if n := st.Hits + st.Misses - st0.Hits - st0.Misses; n > 0 {
@@ -221,4 +228,63 @@ func uploaded(h *state.KeyedStateHandle, id barrier.CheckpointID) int64 {
 		}
 	}
 	return n
+}
+
+// BenchmarkSnapshotSync measures the synchronous part of a checkpoint of
+// a pebble backend whose cache of 64 MiB (the default) is full, with as
+// many dirty entries as it holds before writing back (DirtyBytes, by
+// default a sixteenth of the cache): the part that holds the task's
+// barrier. Each iteration dirties the cache again (not timed), takes the
+// synchronous part (timed: sync-ms) and then runs the asynchronous part
+// into file storage (not timed). Values are 8 bytes, so the cache holds
+// about 440,000 keys, 28,000 of them dirty.
+func BenchmarkSnapshotSync(b *testing.B) {
+	const cacheBytes = pebble.DefaultCacheBytes
+	keys, groups := benchKeySet(cacheBytes / cachedKeyBytes)
+	for _, incremental := range []bool{false, true} {
+		b.Run(fmt.Sprintf("incremental=%v", incremental), func(b *testing.B) {
+			st, err := state.NewFileStorage(state.FileStorageConfig{Dir: b.TempDir()})
+			require.NoError(b, err)
+			kb, err := pebble.New(pebble.Config{Dir: b.TempDir(), Incremental: incremental})
+			require.NoError(b, err)
+			defer kb.Close()
+			s, err := kb.Register("sum", state.KindValue)
+			require.NoError(b, err)
+			load(b, kb, s, keys, groups)
+			w := state.StateWriterFactory(state.PrefixedWriters(st, "op"))
+			if !incremental {
+				w = state.FullSnapshotsOnly(w)
+			}
+			r := rand.New(rand.NewPCG(5, 6))
+			var v [8]byte
+			var sync time.Duration
+			var dirty int64
+			b.ResetTimer()
+			for it := range b.N {
+				b.StopTimer()
+				// Dirty the cache up to its write-back threshold.
+				for cs := kb.CacheStats(); cs.DirtyBytes < cs.DirtyLimit-2*cachedKeyBytes; cs = kb.CacheStats() {
+					i := r.IntN(len(keys))
+					kb.SetCurrentKey(keys[i], groups[i])
+					binary.LittleEndian.PutUint64(v[:], uint64(it))
+					require.NoError(b, kb.Put(s, nil, v[:]))
+				}
+				cs := kb.CacheStats()
+				require.Greater(b, cs.Bytes, int64(cacheBytes*9/10), "the cache is not full")
+				dirty += cs.DirtyBytes
+				b.StartTimer()
+				start := time.Now()
+				f, err := kb.Snapshot(barrier.CheckpointID(it+1), w)
+				sync += time.Since(start)
+				b.StopTimer()
+				require.NoError(b, err)
+				_, err = f(context.Background())
+				require.NoError(b, err)
+				kb.NotifyCheckpointComplete(barrier.CheckpointID(it + 1))
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(sync.Microseconds())/1000/float64(b.N), "sync-ms")
+			b.ReportMetric(float64(dirty)/float64(b.N), "dirty-B")
+		})
+	}
 }

@@ -1,6 +1,8 @@
 package pebble
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,7 +41,46 @@ type cache struct {
 	// checked again at the write-back.
 	dirty []int32
 
-	victims []int32 // evict's scratch
+	victims []int32   // evict's scratch
+	order   []sortKey // sortSlots' scratch
+}
+
+// sortKey is a slot with the first 16 bytes of its key, big-endian and
+// zero-padded: comparing them orders keys as their bytes do, except that
+// equal prefixes need the keys compared.
+type sortKey struct {
+	hi, lo uint64
+	slot   int32
+}
+
+// sortSlots sorts slots by their keys. Comparing the keys through the
+// slots (strings.Compare on each key's bytes, wherever they are in
+// memory) took most of a write-back of 100,000 entries; the prefixes,
+// copied once into one array, order almost every pair without touching
+// the keys.
+func (c *cache) sortSlots(list []int32) {
+	c.order = c.order[:0]
+	for _, i := range list {
+		k := c.slots[i].key
+		var p [16]byte
+		copy(p[:], k)
+		c.order = append(c.order, sortKey{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:]), i})
+	}
+	slices.SortFunc(c.order, func(a, b sortKey) int {
+		switch {
+		case a.hi != b.hi:
+			return cmp.Compare(a.hi, b.hi)
+		case a.lo != b.lo:
+			return cmp.Compare(a.lo, b.lo)
+		}
+		return strings.Compare(c.slots[a.slot].key, c.slots[b.slot].key)
+	})
+	for n, o := range c.order {
+		list[n] = o.slot
+	}
+	if cap(c.order) > 1<<16 && len(c.order) < cap(c.order)/4 {
+		c.order = nil // do not keep a snapshot's scratch for small rounds
+	}
 }
 
 // centry is one slot of the cache.
@@ -206,7 +247,7 @@ func (c *cache) evict(keep int32, write func(key string, val []byte, present boo
 		c.victims = append(c.victims, i)
 	}
 	// Written in key order: pebble's memtable inserts sorted keys faster.
-	slices.SortFunc(c.victims, func(a, b int32) int { return strings.Compare(c.slots[a].key, c.slots[b].key) })
+	c.sortSlots(c.victims)
 	var err error
 	for _, i := range c.victims {
 		e := &c.slots[i]
@@ -244,7 +285,7 @@ func (c *cache) writeBack(write func(key string, val []byte, present bool) error
 			list = append(list, i)
 		}
 	}
-	slices.SortFunc(list, func(a, b int32) int { return strings.Compare(c.slots[a].key, c.slots[b].key) })
+	c.sortSlots(list)
 	for n, i := range list {
 		e := &c.slots[i]
 		if err := write(e.key, e.val, e.present); err != nil {
@@ -266,7 +307,7 @@ func (c *cache) writeBack(write func(key string, val []byte, present bool) error
 // reset drops every entry, dirty ones included.
 func (c *cache) reset() {
 	clear(c.idx)
-	c.slots, c.free, c.dirty, c.victims, c.hand = nil, nil, nil, nil, 0
+	c.slots, c.free, c.dirty, c.victims, c.order, c.hand = nil, nil, nil, nil, nil, 0
 	c.bytes, c.dirtyBytes = 0, 0
 }
 

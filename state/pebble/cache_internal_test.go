@@ -3,6 +3,8 @@ package pebble
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +88,30 @@ func TestCacheAccounting(t *testing.T) {
 	require.Positive(t, st.Evicted)
 	require.Positive(t, st.Hits)
 	require.Positive(t, st.Misses)
+}
+
+// sortSlots orders keys as their bytes do: keys shorter and longer than
+// the 16-byte prefix it compares first, keys that are prefixes of others,
+// keys equal in their first 16 bytes, and zero bytes.
+func TestCacheSortSlots(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	c := newCache(1<<30, 1<<30)
+	seen := map[string]bool{}
+	var list []int32
+	for len(list) < 3000 {
+		k := make([]byte, r.IntN(24))
+		for i := range k {
+			k[i] = []byte{0, 1, 0xFF}[r.IntN(3)]
+		}
+		if seen[string(k)] {
+			continue
+		}
+		seen[string(k)] = true
+		list = append(list, c.insert(k, nil, false, false))
+	}
+	c.sortSlots(list)
+	require.True(t, slices.IsSortedFunc(list, func(a, b int32) int {
+		return strings.Compare(c.slots[a].key, c.slots[b].key)
+	}))
+	require.Len(t, list, len(seen))
 }

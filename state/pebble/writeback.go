@@ -22,6 +22,9 @@ type CacheStats struct {
 	// part of Bytes the database does not have yet.
 	Entries           int
 	Bytes, DirtyBytes int64
+	// DirtyLimit is Config.DirtyBytes: beyond it, dirty entries are
+	// written back.
+	DirtyLimit int64
 }
 
 // CacheStats returns the cache's counters (zero without a cache).
@@ -29,6 +32,7 @@ func (b *Backend) CacheStats() CacheStats {
 	st := b.stats
 	if b.c != nil {
 		st.Entries, st.Bytes, st.DirtyBytes = len(b.c.idx), b.c.bytes, b.c.dirtyBytes
+		st.DirtyLimit = b.c.dirtyLimit
 	}
 	return st
 }
