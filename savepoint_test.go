@@ -85,7 +85,11 @@ func savepointOf(t *testing.T, s *storagetest.Storage, p int, n, at int64) (stri
 func TestSavepointStopAndResume(t *testing.T) {
 	const n, at = 100000, 30000
 	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
-		for _, p := range []int{1, 2} {
+		ps := []int{1, 2}
+		if s.S3() {
+			ps = ps[1:] // the storage's part does not depend on p
+		}
+		for _, p := range ps {
 			sp, res := savepointOf(t, s, p, n, at)
 			require.Equal(t, 1, res.Checkpoints.Completed)
 			require.Equal(t, sp, res.Checkpoints.History[0].SavepointPath)
