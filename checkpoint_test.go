@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/storagetest"
 	"github.com/weirstream/weir/weirtest"
 )
 
@@ -129,16 +130,20 @@ func TestAtLeastOnceLosesNothing(t *testing.T) {
 	require.Equal(t, 1, res.Restarts)
 }
 
-func TestFileCheckpointsSurviveRestart(t *testing.T) {
+// Checkpoints in a directory or a bucket: a failure restores from the
+// latest and the sums are exact.
+func TestCheckpointsSurviveRestart(t *testing.T) {
 	const n = 100000
 	want := map[int64]int64{}
 	for i := int64(0); i < n; i++ {
 		want[i%37] += i
 	}
-	final, count, res := keyedSumJob(t, weir.WithTCPExchanges(false), weir.CheckpointConfig{Interval: 10 * time.Millisecond, Dir: t.TempDir()}, n, 2, []int64{50000}, "")
-	require.Equal(t, want, final)
-	require.Equal(t, n, count)
-	require.Equal(t, 1, res.Restarts)
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		final, count, res := keyedSumJob(t, weir.WithTCPExchanges(false), weir.CheckpointConfig{Interval: 10 * time.Millisecond, Dir: s.Root()}, n, 2, []int64{50000}, "")
+		require.Equal(t, want, final)
+		require.Equal(t, n, count)
+		require.Equal(t, 1, res.Restarts)
+	})
 }
 
 func TestCheckpointConfigValidation(t *testing.T) {

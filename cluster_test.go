@@ -23,6 +23,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/storagetest"
 )
 
 // clusterJob builds the keyed-sum job writing "key sum" lines through the
@@ -137,15 +138,18 @@ func runClusterCkpt(t testing.TB, ckpt weir.CheckpointConfig, cc weir.ClusterCon
 
 func TestClusterJobExactlyOnce(t *testing.T) {
 	const n = 50000
-	out := filepath.Join(t.TempDir(), "out")
-	res, err := runCluster(t, func(env *weir.Environment) { buildClusterJob(env, n, out, nil) }, nil)
-	require.NoError(t, err)
-	require.Zero(t, res.Restarts)
-	require.Len(t, res.Tasks, 4, "metrics of every task, reported by the workers")
-	require.EqualValues(t, n, res.RecordsIn(), "the sum tasks read every record once")
-	final, lines := readSums(t, out)
-	require.Equal(t, wantSums(n), final)
-	require.Equal(t, n, lines)
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		out := filepath.Join(t.TempDir(), "out")
+		res, err := runClusterCkpt(t, weir.CheckpointConfig{Interval: 20 * time.Millisecond, Dir: s.Root()}, weir.ClusterConfig{}, weir.WorkerConfig{},
+			func(env *weir.Environment) { buildClusterJob(env, n, out, nil) }, nil)
+		require.NoError(t, err)
+		require.Zero(t, res.Restarts)
+		require.Len(t, res.Tasks, 4, "metrics of every task, reported by the workers")
+		require.EqualValues(t, n, res.RecordsIn(), "the sum tasks read every record once")
+		final, lines := readSums(t, out)
+		require.Equal(t, wantSums(n), final)
+		require.Equal(t, n, lines)
+	})
 }
 
 // Unaligned checkpoints with an alignment timeout across processes: a
@@ -153,20 +157,22 @@ func TestClusterJobExactlyOnce(t *testing.T) {
 // and the committed output counts every record once.
 func TestClusterUnalignedExactlyOnce(t *testing.T) {
 	const n = 100000
-	out := filepath.Join(t.TempDir(), "out")
-	var seen atomic.Int64
-	hook := func() {
-		if seen.Add(1) == 40000 {
-			panic("injected task failure")
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		out := filepath.Join(t.TempDir(), "out")
+		var seen atomic.Int64
+		hook := func() {
+			if seen.Add(1) == 40000 {
+				panic("injected task failure")
+			}
 		}
-	}
-	ckpt := weir.CheckpointConfig{Interval: 20 * time.Millisecond, Unaligned: true, AlignedTimeout: 2 * time.Millisecond}
-	res, err := runClusterCkpt(t, ckpt, weir.ClusterConfig{}, weir.WorkerConfig{}, func(env *weir.Environment) { buildClusterJob(env, n, out, hook) }, nil)
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Restarts)
-	final, lines := readSums(t, out)
-	require.Equal(t, wantSums(n), final)
-	require.Equal(t, n, lines, "exactly once")
+		ckpt := weir.CheckpointConfig{Interval: 20 * time.Millisecond, Unaligned: true, AlignedTimeout: 2 * time.Millisecond, Dir: s.Root()}
+		res, err := runClusterCkpt(t, ckpt, weir.ClusterConfig{}, weir.WorkerConfig{}, func(env *weir.Environment) { buildClusterJob(env, n, out, hook) }, nil)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Restarts)
+		final, lines := readSums(t, out)
+		require.Equal(t, wantSums(n), final)
+		require.Equal(t, n, lines, "exactly once")
+	})
 }
 
 // A task fails on a worker, later a whole worker dies and a new one joins:
@@ -174,33 +180,36 @@ func TestClusterUnalignedExactlyOnce(t *testing.T) {
 // output counts every record once.
 func TestClusterRecoversFromTaskAndWorkerFailures(t *testing.T) {
 	const n = 200000
-	out := filepath.Join(t.TempDir(), "out")
-	var seen atomic.Int64
-	var failed, killed atomic.Bool
-	reached := make(chan struct{})
-	var once sync.Once
-	hook := func() {
-		c := seen.Add(1)
-		if c == 40000 && failed.CompareAndSwap(false, true) {
-			panic("injected task failure")
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		out := filepath.Join(t.TempDir(), "out")
+		var seen atomic.Int64
+		var failed, killed atomic.Bool
+		reached := make(chan struct{})
+		var once sync.Once
+		hook := func() {
+			c := seen.Add(1)
+			if c == 40000 && failed.CompareAndSwap(false, true) {
+				panic("injected task failure")
+			}
+			if c >= 100000 && !killed.Load() {
+				once.Do(func() { close(reached) })
+				time.Sleep(10 * time.Microsecond) // throttle until the kill, not synchronisation
+			}
 		}
-		if c >= 100000 && !killed.Load() {
-			once.Do(func() { close(reached) })
-			time.Sleep(10 * time.Microsecond) // throttle until the kill, not synchronisation
-		}
-	}
-	res, err := runCluster(t, func(env *weir.Environment) { buildClusterJob(env, n, out, hook) }, func(c *testCluster) {
-		<-reached
-		c.kill("w2")
-		killed.Store(true)
-		c.startWorker("w3")
+		res, err := runClusterCkpt(t, weir.CheckpointConfig{Interval: 20 * time.Millisecond, Dir: s.Root()}, weir.ClusterConfig{}, weir.WorkerConfig{},
+			func(env *weir.Environment) { buildClusterJob(env, n, out, hook) }, func(c *testCluster) {
+				<-reached
+				c.kill("w2")
+				killed.Store(true)
+				c.startWorker("w3")
+			})
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, res.Restarts, 2)
+		require.Positive(t, res.Checkpoints.Completed)
+		final, lines := readSums(t, out)
+		require.Equal(t, wantSums(n), final)
+		require.Equal(t, n, lines, "exactly once")
 	})
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, res.Restarts, 2)
-	require.Positive(t, res.Checkpoints.Completed)
-	final, lines := readSums(t, out)
-	require.Equal(t, wantSums(n), final)
-	require.Equal(t, n, lines, "exactly once")
 }
 
 func TestClusterRejectsWorkerOfAnotherJob(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/storagetest"
 	"github.com/weirstream/weir/state"
 )
 
@@ -160,24 +161,26 @@ func (c *failingCommitter) Abort(txn int) error  { return nil }
 // A task whose snapshot fails fails the job; it recovers from the last
 // checkpoint, and a file pipeline stays exactly once.
 func TestTaskFailingDuringSnapshotRecovers(t *testing.T) {
-	dir := t.TempDir()
-	out := filepath.Join(dir, "out")
-	const n = 50000
-	var failed atomic.Bool
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
-		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond}))
-	src := weir.FromGenerator(env, n, func(i int64) string { return fmt.Sprint(i) })
-	fail := weir.Map(src, func(s string) string { return s }).Name("pass")
-	weir.FileSink(fail, out, func(s string) []byte { return []byte(s) })
-	// A second sink whose pre-commit fails once.
-	var next atomic.Int64
-	weir.TwoPhaseCommitSink(src, codec.Int(), func(int, int) (weir.TwoPhaseCommitter[string, int], error) {
-		return &failingCommitter{pending: map[int][]string{}, next: &next, failed: &failed}, nil
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out")
+		const n = 50000
+		var failed atomic.Bool
+		env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+			weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, Dir: s.Root()}))
+		src := weir.FromGenerator(env, n, func(i int64) string { return fmt.Sprint(i) })
+		fail := weir.Map(src, func(s string) string { return s }).Name("pass")
+		weir.FileSink(fail, out, func(s string) []byte { return []byte(s) })
+		// A second sink whose pre-commit fails once.
+		var next atomic.Int64
+		weir.TwoPhaseCommitSink(src, codec.Int(), func(int, int) (weir.TwoPhaseCommitter[string, int], error) {
+			return &failingCommitter{pending: map[int][]string{}, next: &next, failed: &failed}, nil
+		})
+		res, err := env.Execute(testCtx(t))
+		require.NoError(t, err)
+		require.True(t, failed.Load())
+		require.GreaterOrEqual(t, res.Restarts, 1)
+		lines := committedLines(t, out)
+		require.Len(t, lines, n, "exactly once")
 	})
-	res, err := env.Execute(testCtx(t))
-	require.NoError(t, err)
-	require.True(t, failed.Load())
-	require.GreaterOrEqual(t, res.Restarts, 1)
-	lines := committedLines(t, out)
-	require.Len(t, lines, n, "exactly once")
 }

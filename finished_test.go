@@ -13,7 +13,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
-	"github.com/weirstream/weir/state"
+	"github.com/weirstream/weir/internal/storagetest"
 )
 
 // lenReader reads (i%37, i) for i = sub, sub+par, … below end, counting
@@ -194,55 +194,57 @@ func TestCheckpointsAfterSourcesFinish(t *testing.T) {
 // produces exactly the answer.
 func TestSavepointAfterSourceFinished(t *testing.T) {
 	const short, long = 2000, 40000
-	spDir := t.TempDir()
-	var (
-		hold = atomic.Bool{}
-		ctx  = testCtx(t)
-	)
-	hold.Store(true)
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
-		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}))
-	j := newUnevenJob(env, short, long, hold.Load, nil)
-	job, err := env.Start(ctx)
-	require.NoError(t, err)
-	// Once source 0 finished and the coordinator knows (a checkpoint can
-	// no longer expect it), take the savepoint while source 1 holds.
-	var sp string
-	require.Eventually(t, func() bool {
-		if !j.ended[0].Load() || !j.ended[1].Load() {
-			return false
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		spDir := s.Savepoints()
+		var (
+			hold = atomic.Bool{}
+			ctx  = testCtx(t)
+		)
+		hold.Store(true)
+		env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+			weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Dir: s.Root()}))
+		j := newUnevenJob(env, short, long, hold.Load, nil)
+		job, err := env.Start(ctx)
+		require.NoError(t, err)
+		// Once source 0 finished and the coordinator knows (a checkpoint can
+		// no longer expect it), take the savepoint while source 1 holds.
+		var sp string
+		require.Eventually(t, func() bool {
+			if !j.ended[0].Load() || !j.ended[1].Load() {
+				return false
+			}
+			p, err := job.TriggerSavepoint(ctx, spDir)
+			if err != nil {
+				return false
+			}
+			sp = p
+			return true
+		}, time.Minute, 5*time.Millisecond)
+		m, err := s.OpenSavepoint(sp)
+		require.NoError(t, err)
+		finished := 0
+		for k, ts := range m.Tasks {
+			if ts.Finished {
+				finished++
+				require.Equal(t, 0, k.Subtask, "only source 0 finished: %v", k)
+			}
+			require.Nil(t, ts.Channels, "savepoints are aligned")
 		}
-		p, err := job.TriggerSavepoint(ctx, spDir)
-		if err != nil {
-			return false
-		}
-		sp = p
-		return true
-	}, time.Minute, 5*time.Millisecond)
-	m, _, err := state.OpenSavepoint(sp, nil)
-	require.NoError(t, err)
-	finished := 0
-	for k, ts := range m.Tasks {
-		if ts.Finished {
-			finished++
-			require.Equal(t, 0, k.Subtask, "only source 0 finished: %v", k)
-		}
-		require.Nil(t, ts.Channels, "savepoints are aligned")
-	}
-	require.Equal(t, 1, finished)
-	job.Cancel()
-	_, err = job.Wait()
-	require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, 1, finished)
+		job.Cancel()
+		_, err = job.Wait()
+		require.ErrorIs(t, err, context.Canceled)
 
-	env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
-		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}), weir.WithRestoreFrom(sp))
-	j2 := newUnevenJob(env2, short, long, nil, nil)
-	res, err := env2.Execute(ctx)
-	require.NoError(t, err)
-	require.Equal(t, wantUneven(short, long), finalSums(j2.got.Values()))
-	require.Len(t, j2.got.Values(), short+long)
-	require.Zero(t, j2.emitted[0].Load(), "the finished source does not run again")
-	require.Zero(t, res.LeakedSegments)
+		env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+			weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}), weir.WithRestoreFrom(sp))
+		j2 := newUnevenJob(env2, short, long, nil, nil)
+		res, err := env2.Execute(ctx)
+		require.NoError(t, err)
+		require.Equal(t, wantUneven(short, long), finalSums(j2.got.Values()))
+		require.Len(t, j2.got.Values(), short+long)
+		require.Zero(t, j2.emitted[0].Load(), "the finished source does not run again")
+		require.Zero(t, res.LeakedSegments)
+	})
 }
 
 // A two-phase-commit sink commits everything up to the end of its input
@@ -250,15 +252,17 @@ func TestSavepointAfterSourceFinished(t *testing.T) {
 // next periodic checkpoint is an hour away.
 func TestFinalCheckpointCommitsSink(t *testing.T) {
 	const n = 20000
-	dir := t.TempDir()
-	out := filepath.Join(dir, "out")
-	env := weir.NewEnvironment(weir.WithParallelism(2),
-		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}))
-	weir.FileSink(weir.FromGenerator(env, n, func(i int64) string { return fmt.Sprint(i) }), out, func(s string) []byte { return []byte(s) })
-	res, err := env.Execute(testCtx(t))
-	require.NoError(t, err)
-	require.Len(t, committedLines(t, out), n)
-	require.Positive(t, res.Checkpoints.Completed, "the final checkpoint")
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out")
+		env := weir.NewEnvironment(weir.WithParallelism(2),
+			weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Dir: s.Root()}))
+		weir.FileSink(weir.FromGenerator(env, n, func(i int64) string { return fmt.Sprint(i) }), out, func(s string) []byte { return []byte(s) })
+		res, err := env.Execute(testCtx(t))
+		require.NoError(t, err)
+		require.Len(t, committedLines(t, out), n)
+		require.Positive(t, res.Checkpoints.Completed, "the final checkpoint")
+	})
 }
 
 // A source restored as finished still lets event time advance: it sends

@@ -3,6 +3,7 @@ package weir_test
 import (
 	"context"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/storagetest"
 	"github.com/weirstream/weir/state"
 )
 
@@ -55,22 +57,23 @@ func finalSums(vs [][2]int64) map[int64]int64 {
 	return final
 }
 
-// savepointOf runs the throttled job at parallelism p, takes a savepoint
-// into dir once at records went through, cancels the job and returns the
-// savepoint's path and the job's result.
-func savepointOf(t *testing.T, p int, n, at int64, dir string) (string, *weir.Result) {
+// savepointOf runs the throttled job at parallelism p with checkpoints on
+// s, takes a savepoint into a fresh target of s once at records went
+// through, cancels the job and returns the savepoint's location and the
+// job's result.
+func savepointOf(t *testing.T, s *storagetest.Storage, p int, n, at int64) (string, *weir.Result) {
 	t.Helper()
 	// A long interval: only the manual savepoint is taken.
 	env := weir.NewEnvironment(weir.WithParallelism(p), weir.WithBufferTimeout(time.Millisecond),
-		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}))
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Dir: s.Root()}))
 	reached := make(chan struct{})
 	throttledSumJob(env, n, at, reached)
 	job, err := env.Start(testCtx(t))
 	require.NoError(t, err)
 	<-reached
-	sp, err := job.TriggerSavepoint(testCtx(t), dir)
+	sp, err := job.TriggerSavepoint(testCtx(t), s.Savepoints())
 	require.NoError(t, err)
-	require.DirExists(t, sp)
+	require.True(t, s.Exists(sp), "savepoint %s", sp)
 	job.Cancel()
 	res, err := job.Wait()
 	require.ErrorIs(t, err, context.Canceled)
@@ -81,107 +84,122 @@ func savepointOf(t *testing.T, p int, n, at int64, dir string) (string, *weir.Re
 // the savepoint: together they count every record exactly once.
 func TestSavepointStopAndResume(t *testing.T) {
 	const n, at = 100000, 30000
-	spDir := t.TempDir()
-	ckpt := weir.CheckpointConfig{Interval: time.Hour}
-	for _, p := range []int{1, 2} {
-		sp, res := savepointOf(t, p, n, at, spDir)
-		require.Equal(t, 1, res.Checkpoints.Completed)
-		require.Equal(t, sp, res.Checkpoints.History[0].SavepointPath)
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		ps := []int{1, 2}
+		if s.S3() {
+			ps = ps[1:] // the storage's part does not depend on p
+		}
+		for _, p := range ps {
+			sp, res := savepointOf(t, s, p, n, at)
+			require.Equal(t, 1, res.Checkpoints.Completed)
+			require.Equal(t, sp, res.Checkpoints.History[0].SavepointPath)
 
-		env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
-			weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
-		got := throttledSumJob(env2, n, at, nil)
-		res, err := env2.Execute(testCtx(t))
-		require.NoError(t, err)
-		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
-		require.Len(t, got.Values(), n, "p=%d: one output per input", p)
-		require.Zero(t, res.LeakedSegments)
-		// The savepoint is never deleted.
-		require.DirExists(t, sp)
-	}
+			ckpt := weir.CheckpointConfig{Interval: time.Hour, Dir: s.Root()}
+			env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
+				weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
+			got := throttledSumJob(env2, n, at, nil)
+			res, err := env2.Execute(testCtx(t))
+			require.NoError(t, err)
+			require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
+			require.Len(t, got.Values(), n, "p=%d: one output per input", p)
+			require.Zero(t, res.LeakedSegments)
+			// The savepoint is never deleted.
+			require.True(t, s.Exists(sp))
+		}
+	})
 }
 
 // A retained checkpoint of a cancelled job resumes in a new job, which
-// continues the checkpoint IDs in the same directory.
+// continues the checkpoint IDs in the same place.
 func TestResumeFromRetainedCheckpoint(t *testing.T) {
 	const n, at = 100000, 30000
-	dir := t.TempDir()
-	ckpt := weir.CheckpointConfig{Interval: time.Hour, Dir: dir, RetainOnCancel: true}
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithBufferTimeout(time.Millisecond))
-	reached := make(chan struct{})
-	throttledSumJob(env, n, at, reached)
-	job, err := env.Start(testCtx(t))
-	require.NoError(t, err)
-	<-reached
-	id, err := job.TriggerCheckpoint(testCtx(t))
-	require.NoError(t, err)
-	require.Equal(t, 1, job.CheckpointStats().Completed)
-	job.Cancel()
-	_, err = job.Wait()
-	require.ErrorIs(t, err, context.Canceled)
-	// The job got a job ID of its own and a place of its own in dir; the
-	// job restored from dir keeps both.
-	places, err := state.FindPlaces(state.OSFS{}, dir)
-	require.NoError(t, err)
-	require.Len(t, places, 1)
-	require.NotEmpty(t, places[0].JobID)
-	require.DirExists(t, filepath.Join(dir, places[0].JobID, "chk-"+strconv.FormatUint(uint64(id), 10)))
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		root := s.Root()
+		ckpt := weir.CheckpointConfig{Interval: time.Hour, Dir: root, RetainOnCancel: true}
+		env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithBufferTimeout(time.Millisecond))
+		reached := make(chan struct{})
+		throttledSumJob(env, n, at, reached)
+		job, err := env.Start(testCtx(t))
+		require.NoError(t, err)
+		<-reached
+		id, err := job.TriggerCheckpoint(testCtx(t))
+		require.NoError(t, err)
+		require.Equal(t, 1, job.CheckpointStats().Completed)
+		job.Cancel()
+		_, err = job.Wait()
+		require.ErrorIs(t, err, context.Canceled)
+		// The job got a job ID of its own and a place of its own under
+		// root; the job restored from it keeps both.
+		places := s.List(root)
+		require.Len(t, places, 1)
+		jobID := places[0]
+		require.NotEmpty(t, jobID)
+		require.True(t, s.Exists(s.Join(s.Checkpoint(root, jobID, id), state.MetadataFile)))
+		if !s.S3() {
+			fps, err := state.FindPlaces(state.OSFS{}, root)
+			require.NoError(t, err)
+			require.Len(t, fps, 1)
+			require.Equal(t, jobID, fps[0].JobID)
+		}
+		// A directory holding one job's place restores from that place;
+		// on object storage a restore names the place (a prefix).
+		from := root
+		if s.S3() {
+			from = s.Join(root, jobID)
+		}
 
-	env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt),
-		weir.WithRestoreFrom(dir), weir.WithBufferTimeout(time.Millisecond))
-	got := throttledSumJob(env2, n, at, nil)
-	job2, err := env2.Start(testCtx(t))
-	require.NoError(t, err)
-	id2, err := job2.TriggerCheckpoint(testCtx(t))
-	if err == nil { // the job may already have finished
-		require.Greater(t, id2, id, "checkpoint IDs continue after the restored one")
-	}
-	_, err = job2.Wait()
-	require.NoError(t, err)
-	require.Equal(t, wantSums(n), finalSums(got.Values()))
-	require.Len(t, got.Values(), n)
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "the restored job continued in the same place")
-	require.Equal(t, places[0].JobID, entries[0].Name())
+		env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt),
+			weir.WithRestoreFrom(from), weir.WithBufferTimeout(time.Millisecond))
+		got := throttledSumJob(env2, n, at, nil)
+		job2, err := env2.Start(testCtx(t))
+		require.NoError(t, err)
+		id2, err := job2.TriggerCheckpoint(testCtx(t))
+		if err == nil { // the job may already have finished
+			require.Greater(t, id2, id, "checkpoint IDs continue after the restored one")
+		}
+		_, err = job2.Wait()
+		require.NoError(t, err)
+		require.Equal(t, wantSums(n), finalSums(got.Values()))
+		require.Len(t, got.Values(), n)
+		// No other place: a finished job discards its checkpoints, which
+		// leaves an empty directory, and no object, behind.
+		want := []string{jobID}
+		if s.S3() {
+			want = nil
+		}
+		require.Equal(t, want, s.List(root), "the restored job continued in the same place")
+	})
 }
 
+// A savepoint whose state file is corrupt fails the restore with an error
+// naming the savepoint and the file (the object); a savepoint that is not
+// there fails it too.
 func TestRestoreFromCorruptSavepointFails(t *testing.T) {
 	const n, at = 50000, 10000
-	spDir := t.TempDir()
-	ckpt := weir.CheckpointConfig{Interval: time.Hour}
-	sp, _ := savepointOf(t, 2, n, at, spDir)
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		ckpt := weir.CheckpointConfig{Interval: time.Hour, Dir: s.Root()}
+		sp, _ := savepointOf(t, s, 2, n, at)
+		bad := s.Corrupt(sp)
+		env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(sp))
+		throttledSumJob(env2, n, at, nil)
+		_, err := env2.Execute(testCtx(t))
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "restore from "+sp)
+		var ce *state.CorruptError
+		require.ErrorAs(t, err, &ce)
+		require.Contains(t, err.Error(), path.Base(bad), "the file is named")
 
-	// Flip a byte in one state file.
-	entries, err := os.ReadDir(sp)
-	require.NoError(t, err)
-	corrupted := false
-	for _, e := range entries {
-		if e.Name() == "_metadata" {
-			continue
+		missing := s.Join(s.Dir(sp), "missing")
+		env3 := weir.NewEnvironment(weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(missing))
+		throttledSumJob(env3, n, at, nil)
+		_, err = env3.Execute(testCtx(t))
+		require.ErrorContains(t, err, missing)
+		if s.S3() {
+			require.ErrorIs(t, err, state.ErrNotFound)
+		} else {
+			require.ErrorIs(t, err, os.ErrNotExist)
 		}
-		f := filepath.Join(sp, e.Name())
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		if len(b) == 0 {
-			continue
-		}
-		b[len(b)/2] ^= 0xff
-		require.NoError(t, os.WriteFile(f, b, 0o644))
-		corrupted = true
-		break
-	}
-	require.True(t, corrupted)
-	env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(sp))
-	throttledSumJob(env2, n, at, nil)
-	_, err = env2.Execute(testCtx(t))
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "restore from "+sp)
-
-	env3 := weir.NewEnvironment(weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(filepath.Join(spDir, "missing")))
-	throttledSumJob(env3, n, at, nil)
-	_, err = env3.Execute(testCtx(t))
-	require.ErrorIs(t, err, os.ErrNotExist)
+	})
 }
 
 func TestSavepointNeedsCheckpointing(t *testing.T) {
@@ -207,17 +225,19 @@ func TestSavepointNeedsCheckpointing(t *testing.T) {
 // collected outputs by operator-state redistribution.
 func TestSavepointRescales(t *testing.T) {
 	const n, at = 100000, 30000
-	ckpt := weir.CheckpointConfig{Interval: time.Hour}
-	sp, _ := savepointOf(t, 2, n, at, t.TempDir())
-	for _, p := range []int{3, 1} {
-		env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
-			weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
-		got := throttledSumJob(env2, n, at, nil)
-		_, err := env2.Execute(testCtx(t))
-		require.NoError(t, err, "p=%d", p)
-		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
-		require.Len(t, got.Values(), n, "p=%d", p)
-	}
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		ckpt := weir.CheckpointConfig{Interval: time.Hour, Dir: s.Root()}
+		sp, _ := savepointOf(t, s, 2, n, at)
+		for _, p := range []int{3, 1} {
+			env2 := weir.NewEnvironment(weir.WithParallelism(p), weir.WithCheckpointing(ckpt),
+				weir.WithRestoreFrom(sp), weir.WithBufferTimeout(time.Millisecond))
+			got := throttledSumJob(env2, n, at, nil)
+			_, err := env2.Execute(testCtx(t))
+			require.NoError(t, err, "p=%d", p)
+			require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d", p)
+			require.Len(t, got.Values(), n, "p=%d", p)
+		}
+	})
 }
 
 // Stop with a savepoint while checkpoints are taken every 10 ms, with an
@@ -227,43 +247,45 @@ func TestSavepointRescales(t *testing.T) {
 // commit records the resumed job writes again).
 func TestStopWithSavepointThenResumeIsExactlyOnce(t *testing.T) {
 	const n = 200000
-	dir := t.TempDir()
-	out := filepath.Join(dir, "out")
-	ckpt := weir.CheckpointConfig{Interval: 10 * time.Millisecond}
-	build := func(throttle bool, opts ...weir.Option) (*weir.Environment, chan struct{}) {
-		env := weir.NewEnvironment(append([]weir.Option{weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
-			weir.WithCheckpointing(ckpt)}, opts...)...)
-		reached := make(chan struct{})
-		var seen atomic.Int64
-		var once sync.Once
-		src := weir.FromGenerator(env, n, func(i int64) string { return strconv.FormatInt(i, 10) })
-		slow := weir.Map(src, func(s string) string {
-			if throttle && seen.Add(1) >= 20000 {
-				once.Do(func() { close(reached) })
-				time.Sleep(20 * time.Microsecond) // throttle, not synchronisation
-			}
-			return s
-		})
-		weir.FileSink(slow, out, func(s string) []byte { return []byte(s) })
-		return env, reached
-	}
-	env, reached := build(true)
-	job, err := env.Start(testCtx(t))
-	require.NoError(t, err)
-	<-reached
-	sp, err := job.StopWithSavepoint(testCtx(t), filepath.Join(dir, "sp"))
-	require.NoError(t, err)
-	res, err := job.Wait()
-	require.NoError(t, err, "a stopped job ends without error")
-	require.Positive(t, res.Checkpoints.Completed)
-	_, err = job.StopWithSavepoint(testCtx(t), filepath.Join(dir, "sp"))
-	require.Error(t, err, "the job is over")
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		out := filepath.Join(t.TempDir(), "out")
+		ckpt := weir.CheckpointConfig{Interval: 10 * time.Millisecond, Dir: s.Root()}
+		build := func(throttle bool, opts ...weir.Option) (*weir.Environment, chan struct{}) {
+			env := weir.NewEnvironment(append([]weir.Option{weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+				weir.WithCheckpointing(ckpt)}, opts...)...)
+			reached := make(chan struct{})
+			var seen atomic.Int64
+			var once sync.Once
+			src := weir.FromGenerator(env, n, func(i int64) string { return strconv.FormatInt(i, 10) })
+			slow := weir.Map(src, func(s string) string {
+				if throttle && seen.Add(1) >= 20000 {
+					once.Do(func() { close(reached) })
+					time.Sleep(20 * time.Microsecond) // throttle, not synchronisation
+				}
+				return s
+			})
+			weir.FileSink(slow, out, func(s string) []byte { return []byte(s) })
+			return env, reached
+		}
+		env, reached := build(true)
+		job, err := env.Start(testCtx(t))
+		require.NoError(t, err)
+		<-reached
+		target := s.Savepoints()
+		sp, err := job.StopWithSavepoint(testCtx(t), target)
+		require.NoError(t, err)
+		res, err := job.Wait()
+		require.NoError(t, err, "a stopped job ends without error")
+		require.Positive(t, res.Checkpoints.Completed)
+		_, err = job.StopWithSavepoint(testCtx(t), target)
+		require.Error(t, err, "the job is over")
 
-	env2, _ := build(false, weir.WithRestoreFrom(sp))
-	_, err = env2.Execute(testCtx(t))
-	require.NoError(t, err)
-	lines := committedLines(t, out)
-	require.Len(t, lines, n)
-	slices.Sort(lines)
-	require.Equal(t, len(lines), len(slices.Compact(lines)), "no line twice")
+		env2, _ := build(false, weir.WithRestoreFrom(sp))
+		_, err = env2.Execute(testCtx(t))
+		require.NoError(t, err)
+		lines := committedLines(t, out)
+		require.Len(t, lines, n)
+		slices.Sort(lines)
+		require.Equal(t, len(lines), len(slices.Compact(lines)), "no line twice")
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/storagetest"
 )
 
 // stateBackends are the keyed state backends the metamorphic tests run
@@ -65,46 +66,51 @@ func TestStateBackendsRescaleAcrossBackends(t *testing.T) {
 	// the rest each for two of them) can finish before its savepoint: a
 	// vertex that partly finished restores only at its parallelism.
 	const n = 100000
-	heap := weir.HeapBackend()
-	peb := weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20})
-	for _, chain := range []struct {
-		name string
-		bs   [3]weir.StateBackend
-	}{
-		{"heap-pebble-heap", [3]weir.StateBackend{heap, peb, heap}},
-		{"pebble-pebble-pebble", [3]weir.StateBackend{peb, peb, peb}},
-	} {
-		t.Run(chain.name, func(t *testing.T) {
-			ckpt := weir.CheckpointConfig{Interval: time.Hour}
-			spDir := t.TempDir()
-			sp := ""
-			for i, p := range []int{2, 3} {
-				opts := []weir.Option{weir.WithParallelism(p), weir.WithBufferTimeout(time.Millisecond),
-					weir.WithCheckpointing(ckpt), weir.WithStateBackend(chain.bs[i])}
-				if sp != "" {
-					opts = append(opts, weir.WithRestoreFrom(sp))
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		heap := weir.HeapBackend()
+		peb := weir.PebbleBackend(weir.PebbleOptions{Dir: t.TempDir(), MemTableSize: 1 << 20, BlockCacheSize: 1 << 20})
+		for _, chain := range []struct {
+			name string
+			bs   [3]weir.StateBackend
+		}{
+			{"heap-pebble-heap", [3]weir.StateBackend{heap, peb, heap}},
+			{"pebble-pebble-pebble", [3]weir.StateBackend{peb, peb, peb}},
+		} {
+			t.Run(chain.name, func(t *testing.T) {
+				if s.S3() && chain.name != "heap-pebble-heap" {
+					t.Skip("one chain on object storage: both backends' savepoints go through it")
 				}
-				env := weir.NewEnvironment(opts...)
-				reached := make(chan struct{})
-				throttledSumJob(env, n, 10000, reached)
-				job, err := env.Start(testCtx(t))
+				ckpt := weir.CheckpointConfig{Interval: time.Hour, Dir: s.Root()}
+				spDir := s.Savepoints()
+				sp := ""
+				for i, p := range []int{2, 3} {
+					opts := []weir.Option{weir.WithParallelism(p), weir.WithBufferTimeout(time.Millisecond),
+						weir.WithCheckpointing(ckpt), weir.WithStateBackend(chain.bs[i])}
+					if sp != "" {
+						opts = append(opts, weir.WithRestoreFrom(sp))
+					}
+					env := weir.NewEnvironment(opts...)
+					reached := make(chan struct{})
+					throttledSumJob(env, n, 10000, reached)
+					job, err := env.Start(testCtx(t))
+					require.NoError(t, err)
+					<-reached
+					sp, err = job.TriggerSavepoint(testCtx(t), spDir)
+					require.NoError(t, err)
+					job.Cancel()
+					_, err = job.Wait()
+					require.ErrorIs(t, err, context.Canceled)
+				}
+				env := weir.NewEnvironment(weir.WithParallelism(1), weir.WithBufferTimeout(time.Millisecond),
+					weir.WithCheckpointing(ckpt), weir.WithStateBackend(chain.bs[2]), weir.WithRestoreFrom(sp))
+				got := throttledSumJob(env, n, n, nil)
+				_, err := env.Execute(testCtx(t))
 				require.NoError(t, err)
-				<-reached
-				sp, err = job.TriggerSavepoint(testCtx(t), spDir)
-				require.NoError(t, err)
-				job.Cancel()
-				_, err = job.Wait()
-				require.ErrorIs(t, err, context.Canceled)
-			}
-			env := weir.NewEnvironment(weir.WithParallelism(1), weir.WithBufferTimeout(time.Millisecond),
-				weir.WithCheckpointing(ckpt), weir.WithStateBackend(chain.bs[2]), weir.WithRestoreFrom(sp))
-			got := throttledSumJob(env, n, n, nil)
-			_, err := env.Execute(testCtx(t))
-			require.NoError(t, err)
-			require.Equal(t, wantSums(n), finalSums(got.Values()))
-			require.Len(t, got.Values(), n, "one output per input")
-		})
-	}
+				require.Equal(t, wantSums(n), finalSums(got.Values()))
+				require.Len(t, got.Values(), n, "one output per input")
+			})
+		}
+	})
 }
 
 // restartHook is a restart strategy that calls fn before every restart.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/storagetest"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/task"
 )
@@ -320,72 +320,73 @@ func sumJobAt(env *weir.Environment, n int64, p int, release func() error) (*wei
 // same job are aligned and rescale.
 func TestUnalignedCheckpointRestoresOnlyAtItsParallelism(t *testing.T) {
 	const n = 100000
-	dir, spDir := t.TempDir(), t.TempDir()
-	ctx := testCtx(t)
-	ckpt := weir.CheckpointConfig{Interval: time.Hour, Unaligned: true, Dir: dir, RetainOnCancel: true}
-	var hold atomic.Bool
-	hold.Store(true)
-	release := func() error {
-		if hold.Load() {
-			return nil
-		}
-		return io.EOF
-	}
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond), weir.WithCheckpointing(ckpt),
-		weir.WithJobID("unaligned"))
-	_, read := sumJobAt(env, n, 2, release)
-	job, err := env.Start(ctx)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return read.Load() > 5000 }, time.Minute, time.Millisecond)
-
-	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: dir, JobID: "unaligned"})
-	require.NoError(t, err)
-	var chk string
-	require.Eventually(t, func() bool {
-		id, err := job.TriggerCheckpoint(ctx)
-		require.NoError(t, err)
-		m, err := fs.ReadMetadata(id)
-		require.NoError(t, err)
-		for _, ts := range m.Tasks {
-			if ts.Channels != nil {
-				chk = filepath.Join(dir, "unaligned", fmt.Sprintf("chk-%d", id))
-				return true
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		dir, spDir := s.Root(), s.Savepoints()
+		ctx := testCtx(t)
+		ckpt := weir.CheckpointConfig{Interval: time.Hour, Unaligned: true, Dir: dir, RetainOnCancel: true}
+		var hold atomic.Bool
+		hold.Store(true)
+		release := func() error {
+			if hold.Load() {
+				return nil
 			}
+			return io.EOF
 		}
-		return false // nothing was in flight: try again
-	}, time.Minute, 5*time.Millisecond)
-	sp, err := job.TriggerSavepoint(ctx, spDir)
-	require.NoError(t, err)
-	m, _, err := state.OpenSavepoint(sp, nil)
-	require.NoError(t, err)
-	for k, ts := range m.Tasks {
-		require.Nil(t, ts.Channels, "savepoints are aligned: %v", k)
-	}
-	job.Cancel()
-	_, err = job.Wait()
-	require.ErrorIs(t, err, context.Canceled)
+		env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond), weir.WithCheckpointing(ckpt),
+			weir.WithJobID("unaligned"))
+		_, read := sumJobAt(env, n, 2, release)
+		job, err := env.Start(ctx)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return read.Load() > 5000 }, time.Minute, time.Millisecond)
 
-	run := func(p int, from string) (*weir.Collected[[2]int64], error) {
-		env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
-			weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Unaligned: true}), weir.WithRestoreFrom(from))
-		got, _ := sumJobAt(env, n, p, func() error { return io.EOF })
-		res, err := env.Execute(ctx)
-		if err == nil {
-			require.Zero(t, res.LeakedSegments)
+		fs := s.Open(dir, "unaligned")
+		var chk string
+		require.Eventually(t, func() bool {
+			id, err := job.TriggerCheckpoint(ctx)
+			require.NoError(t, err)
+			m, err := fs.ReadMetadata(id)
+			require.NoError(t, err)
+			for _, ts := range m.Tasks {
+				if ts.Channels != nil {
+					chk = s.Checkpoint(dir, "unaligned", id)
+					return true
+				}
+			}
+			return false // nothing was in flight: try again
+		}, time.Minute, 5*time.Millisecond)
+		sp, err := job.TriggerSavepoint(ctx, spDir)
+		require.NoError(t, err)
+		m, err := s.OpenSavepoint(sp)
+		require.NoError(t, err)
+		for k, ts := range m.Tasks {
+			require.Nil(t, ts.Channels, "savepoints are aligned: %v", k)
 		}
-		return got, err
-	}
-	_, err = run(3, chk)
-	require.ErrorContains(t, err, "aligned savepoint")
-	for _, tc := range []struct {
-		p    int
-		from string
-	}{{2, chk}, {3, sp}} {
-		got, err := run(tc.p, tc.from)
-		require.NoError(t, err, "p=%d from %s", tc.p, tc.from)
-		require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d from %s", tc.p, tc.from)
-		require.Len(t, got.Values(), n, "p=%d from %s: one output per input", tc.p, tc.from)
-	}
+		job.Cancel()
+		_, err = job.Wait()
+		require.ErrorIs(t, err, context.Canceled)
+
+		run := func(p int, from string) (*weir.Collected[[2]int64], error) {
+			env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+				weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Unaligned: true}), weir.WithRestoreFrom(from))
+			got, _ := sumJobAt(env, n, p, func() error { return io.EOF })
+			res, err := env.Execute(ctx)
+			if err == nil {
+				require.Zero(t, res.LeakedSegments)
+			}
+			return got, err
+		}
+		_, err = run(3, chk)
+		require.ErrorContains(t, err, "aligned savepoint")
+		for _, tc := range []struct {
+			p    int
+			from string
+		}{{2, chk}, {3, sp}} {
+			got, err := run(tc.p, tc.from)
+			require.NoError(t, err, "p=%d from %s", tc.p, tc.from)
+			require.Equal(t, wantSums(n), finalSums(got.Values()), "p=%d from %s", tc.p, tc.from)
+			require.Len(t, got.Values(), n, "p=%d from %s: one output per input", tc.p, tc.from)
+		}
+	})
 }
 
 // coJob connects held source a (parallelism 1) and held source b
@@ -427,65 +428,66 @@ func coJob(env *weir.Environment, n int64, swapped bool, release func() error) (
 // where each channel's data would reach the other input.
 func TestUnalignedChannelStateKeepsItsInputs(t *testing.T) {
 	const n = 30000
-	dir := t.TempDir()
-	ctx := testCtx(t)
-	var hold atomic.Bool
-	hold.Store(true)
-	release := func() error {
-		if hold.Load() {
-			return nil
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		dir := s.Root()
+		ctx := testCtx(t)
+		var hold atomic.Bool
+		hold.Store(true)
+		release := func() error {
+			if hold.Load() {
+				return nil
+			}
+			return io.EOF
 		}
-		return io.EOF
-	}
-	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
-		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Unaligned: true, Dir: dir, RetainOnCancel: true}),
-		weir.WithJobID("co"))
-	_, read := coJob(env, n, false, release)
-	job, err := env.Start(ctx)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return read.Load() > 2000 }, time.Minute, time.Millisecond)
+		env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+			weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Unaligned: true, Dir: dir, RetainOnCancel: true}),
+			weir.WithJobID("co"))
+		_, read := coJob(env, n, false, release)
+		job, err := env.Start(ctx)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return read.Load() > 2000 }, time.Minute, time.Millisecond)
 
-	fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: dir, JobID: "co"})
-	require.NoError(t, err)
-	var chk string
-	require.Eventually(t, func() bool {
-		id, err := job.TriggerCheckpoint(ctx)
+		fs := s.Open(dir, "co")
+		var chk string
+		require.Eventually(t, func() bool {
+			id, err := job.TriggerCheckpoint(ctx)
+			require.NoError(t, err)
+			m, err := fs.ReadMetadata(id)
+			require.NoError(t, err)
+			for _, ts := range m.Tasks {
+				if c := ts.Channels; c != nil && len(c.Inputs) == 2 {
+					require.Equal(t, []int{1, 3}, c.Inputs)
+					chk = s.Checkpoint(dir, "co", id)
+					return true
+				}
+			}
+			return false // nothing was in flight into the CoMap: try again
+		}, time.Minute, 5*time.Millisecond)
+		job.Cancel()
+		_, err = job.Wait()
+		require.ErrorIs(t, err, context.Canceled)
+
+		run := func(swapped bool) (*weir.Collected[[2]int64], error) {
+			env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+				weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Unaligned: true}), weir.WithRestoreFrom(chk))
+			got, _ := coJob(env, n, swapped, func() error { return io.EOF })
+			_, err := env.Execute(ctx)
+			return got, err
+		}
+		_, err = run(true)
+		require.ErrorIs(t, err, task.ErrRescaleChannelState)
+		require.ErrorContains(t, err, "input channels [1 3] by input, now [3 1]")
+
+		got, err := run(false)
 		require.NoError(t, err)
-		m, err := fs.ReadMetadata(id)
-		require.NoError(t, err)
-		for _, ts := range m.Tasks {
-			if c := ts.Channels; c != nil && len(c.Inputs) == 2 {
-				require.Equal(t, []int{1, 3}, c.Inputs)
-				chk = filepath.Join(dir, "co", fmt.Sprintf("chk-%d", id))
-				return true
+		vs := got.Values()
+		slices.SortFunc(vs, func(x, y [2]int64) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
+		want := make([][2]int64, 0, 2*n)
+		for src := int64(1); src <= 2; src++ {
+			for i := range int64(n) {
+				want = append(want, [2]int64{src, i})
 			}
 		}
-		return false // nothing was in flight into the CoMap: try again
-	}, time.Minute, 5*time.Millisecond)
-	job.Cancel()
-	_, err = job.Wait()
-	require.ErrorIs(t, err, context.Canceled)
-
-	run := func(swapped bool) (*weir.Collected[[2]int64], error) {
-		env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
-			weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour, Unaligned: true}), weir.WithRestoreFrom(chk))
-		got, _ := coJob(env, n, swapped, func() error { return io.EOF })
-		_, err := env.Execute(ctx)
-		return got, err
-	}
-	_, err = run(true)
-	require.ErrorIs(t, err, task.ErrRescaleChannelState)
-	require.ErrorContains(t, err, "input channels [1 3] by input, now [3 1]")
-
-	got, err := run(false)
-	require.NoError(t, err)
-	vs := got.Values()
-	slices.SortFunc(vs, func(x, y [2]int64) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
-	want := make([][2]int64, 0, 2*n)
-	for src := int64(1); src <= 2; src++ {
-		for i := range int64(n) {
-			want = append(want, [2]int64{src, i})
-		}
-	}
-	require.Equal(t, want, vs)
+		require.Equal(t, want, vs)
+	})
 }

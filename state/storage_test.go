@@ -20,6 +20,7 @@ import (
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/internal/storagetest"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/state/heap"
 )
@@ -270,8 +271,9 @@ func TestFailedWriteKeepsPreviousCheckpoint(t *testing.T) {
 	}
 }
 
-// Truncation or a bit flip in a state file or in _metadata is detected, and
-// Latest falls back to the previous checkpoint, logging why.
+// Truncation or a bit flip in a state file or in _metadata, in a
+// directory or a bucket, is detected, and Latest falls back to the
+// previous checkpoint, logging why.
 func TestCorruptionDetectedAndFallback(t *testing.T) {
 	type corruption struct {
 		name string
@@ -283,63 +285,74 @@ func TestCorruptionDetectedAndFallback(t *testing.T) {
 		{"bitflip-first", func(b []byte) []byte { b[0] ^= 1; return b }},
 		{"empty", func(b []byte) []byte { return nil }},
 	}
-	for _, file := range []string{"_metadata", "src-0-op1-keyed", "src-0-op1-operator"} {
-		for _, c := range corruptions {
-			t.Run(file+"/"+c.name, func(t *testing.T) {
-				s, efs, logs := newStorage(t)
-				_, err := writeCheckpoint(t, s, 1, 100)
-				require.NoError(t, err)
-				m2, err := writeCheckpoint(t, s, 2, 200)
-				require.NoError(t, err)
-				require.NoError(t, efs.FS.(*state.MemFS).Corrupt("/ckpt/chk-2/"+file, c.f))
+	storagetest.Run(t, func(t *testing.T, sto *storagetest.Storage) {
+		for _, file := range []string{"_metadata", "src-0-op1-keyed", "src-0-op1-operator"} {
+			for _, c := range corruptions {
+				t.Run(file+"/"+c.name, func(t *testing.T) {
+					core, logs := observer.New(zap.ErrorLevel)
+					root := sto.Root()
+					s := sto.OpenLogged(root, "job", zap.New(core))
+					_, err := writeCheckpoint(t, s, 1, 100)
+					require.NoError(t, err)
+					m2, err := writeCheckpoint(t, s, 2, 200)
+					require.NoError(t, err)
+					loc := sto.Join(sto.Checkpoint(root, "job", 2), file)
+					sto.Write(loc, c.f(sto.Read(loc)))
 
-				if file == "_metadata" {
-					_, err := s.ReadMetadata(2)
 					var ce *state.CorruptError
-					require.ErrorAs(t, err, &ce)
-					require.Equal(t, "chk-2/_metadata", ce.Path)
-				} else {
-					var h state.StreamHandle
-					for _, sh := range m2.StreamHandles() {
-						if strings.HasSuffix(sh.Path, file) {
-							h = sh
+					if file == "_metadata" {
+						_, err := s.ReadMetadata(2)
+						require.ErrorAs(t, err, &ce)
+					} else {
+						var h state.StreamHandle
+						for _, sh := range m2.StreamHandles() {
+							if strings.HasSuffix(sh.Path, file) {
+								h = sh
+							}
 						}
+						_, err := s.OpenState(h)
+						require.ErrorAs(t, err, &ce)
 					}
-					_, err := s.OpenState(h)
-					var ce *state.CorruptError
-					require.ErrorAs(t, err, &ce)
-					require.Equal(t, "chk-2/"+file, ce.Path)
-				}
-				m, err := s.Latest()
-				require.NoError(t, err)
-				require.Equal(t, barrier.CheckpointID(1), m.ID)
-				require.Equal(t, 1, logs.Len())
-				entry := logs.All()[0]
-				require.Contains(t, entry.Message, "corrupt checkpoint")
-				require.Equal(t, uint64(2), entry.ContextMap()["checkpoint"])
-			})
+					if sto.S3() {
+						require.Equal(t, loc, ce.Path, "the object is named")
+					} else {
+						require.Equal(t, "chk-2/"+file, ce.Path)
+					}
+					m, err := s.Latest()
+					require.NoError(t, err)
+					require.Equal(t, barrier.CheckpointID(1), m.ID)
+					require.Equal(t, 1, logs.Len())
+					entry := logs.All()[0]
+					require.Contains(t, entry.Message, "corrupt checkpoint")
+					require.Equal(t, uint64(2), entry.ContextMap()["checkpoint"])
+				})
+			}
 		}
-	}
+	})
 }
 
-// An in-progress checkpoint (state files but no metadata) is not complete.
+// An in-progress checkpoint (state files but no metadata) is not
+// complete, in a directory or a bucket.
 func TestIncompleteCheckpointIgnored(t *testing.T) {
-	s, _, logs := newStorage(t)
-	_, err := writeCheckpoint(t, s, 1, 100)
-	require.NoError(t, err)
-	w, err := s.CreateStateWriter(5, "x")
-	require.NoError(t, err)
-	_, err = w.Write([]byte("partial"))
-	require.NoError(t, err)
-	_, err = w.Close()
-	require.NoError(t, err)
-	m, err := s.Latest()
-	require.NoError(t, err)
-	require.Equal(t, barrier.CheckpointID(1), m.ID)
-	require.Zero(t, logs.Len())
-	ids, err := s.Checkpoints()
-	require.NoError(t, err)
-	require.Equal(t, []barrier.CheckpointID{5, 1}, ids)
+	storagetest.Run(t, func(t *testing.T, sto *storagetest.Storage) {
+		core, logs := observer.New(zap.ErrorLevel)
+		s := sto.OpenLogged(sto.Root(), "job", zap.New(core))
+		_, err := writeCheckpoint(t, s, 1, 100)
+		require.NoError(t, err)
+		w, err := s.CreateStateWriter(5, "x")
+		require.NoError(t, err)
+		_, err = w.Write([]byte("partial"))
+		require.NoError(t, err)
+		_, err = w.Close()
+		require.NoError(t, err)
+		m, err := s.Latest()
+		require.NoError(t, err)
+		require.Equal(t, barrier.CheckpointID(1), m.ID)
+		require.Zero(t, logs.Len())
+		ids, err := s.Checkpoints()
+		require.NoError(t, err)
+		require.Equal(t, []barrier.CheckpointID{5, 1}, ids)
+	})
 }
 
 func TestExportSavepointFailureLeavesNothing(t *testing.T) {

@@ -65,7 +65,9 @@ func (o *objectStore) open(ctx context.Context, jobID string) (*s3.Storage, erro
 // report prints what the job wrote to and read from the bucket, and
 // fails unless a checkpoint completed there (a metadata object was
 // written): the checkpoints went to object storage, not elsewhere. A
-// finished job discards its checkpoints, so the bucket is then empty.
+// finished job discards its checkpoints, so the bucket must then be
+// empty: report lists and fails on any object left (with -ha, a new
+// leader discards what killed leaders left: see the README).
 func (o *objectStore) report() error {
 	keys, err := o.srv.Keys(s3Bucket, s3Prefix+"/")
 	if err != nil {
@@ -74,8 +76,14 @@ func (o *objectStore) report() error {
 	metas := o.srv.Hits(o.metas)
 	fmt.Printf("object storage s3://%s/%s: %d checkpoint metadata objects written, %d state uploads, %d reads, %d objects left\n",
 		s3Bucket, s3Prefix, metas, o.srv.Hits(o.puts), o.srv.Hits(o.gets), len(keys))
+	for _, k := range keys {
+		fmt.Printf("  left: s3://%s/%s\n", s3Bucket, k)
+	}
 	if metas == 0 {
 		return fmt.Errorf("no checkpoint completed in s3://%s/%s", s3Bucket, s3Prefix)
+	}
+	if len(keys) > 0 {
+		return fmt.Errorf("the finished job left %d objects in s3://%s/%s", len(keys), s3Bucket, s3Prefix)
 	}
 	return nil
 }

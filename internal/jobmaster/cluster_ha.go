@@ -170,7 +170,46 @@ func (j *clusterJob) takeOver(ctx context.Context, lead *ha.Leadership) (ended b
 		}
 	}
 	j.guard.start(lead, pointer)
+	if pointer > 0 {
+		j.discardOlder(pointer, rec.Pointer.Prev)
+	}
 	return false, nil
+}
+
+// discardOlder discards the checkpoints older than the pointer that an
+// earlier leader left in the storage, which no later leader knows (it
+// restores the pointer's checkpoint only): a checkpoint whose discard a
+// killed leader began (retention removes the metadata first, then the
+// files) and did not finish, and the completed checkpoints retention had
+// not discarded yet when the leader died. The one before the pointer,
+// prev, is openPointer's fallback while this term lasts: it is discarded
+// at the job's end, with the pointer's. Without this their objects would
+// stay in the storage after the job. It costs one listing of the job's
+// checkpoints (delimited: one entry per checkpoint) and a metadata read
+// of prev.
+func (j *clusterJob) discardOlder(pointer, prev barrier.CheckpointID) {
+	ids, err := j.ck.storage.Checkpoints()
+	if err != nil {
+		j.log.Warn("listing the checkpoints an earlier leader left", zap.Error(err))
+		return
+	}
+	for _, id := range ids {
+		if id >= pointer {
+			continue
+		}
+		if id == prev {
+			if _, err := j.ck.storage.ReadMetadata(id); err == nil {
+				j.guard.mu.Lock()
+				j.guard.mu.held = append(j.guard.mu.held, id)
+				j.guard.mu.Unlock()
+				continue
+			}
+		}
+		j.log.Info("discarding a checkpoint an earlier leader left", zap.Uint64("checkpoint", uint64(id)), zap.Uint64("pointer", uint64(pointer)))
+		if err := j.ck.storage.Discard(id); err != nil {
+			j.log.Warn("discarding a checkpoint an earlier leader left", zap.Uint64("checkpoint", uint64(id)), zap.Error(err))
+		}
+	}
 }
 
 // openPointer reads and verifies the checkpoint the pointer names. If it

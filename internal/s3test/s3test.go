@@ -240,3 +240,9 @@ func (s *Server) Put(bucket, key string, data []byte) error {
 	_, err := s.backend.PutObject(bucket, key, map[string]string{}, bytes.NewReader(data), int64(len(data)), nil)
 	return err
 }
+
+// Delete removes an object (a test's missing state file).
+func (s *Server) Delete(bucket, key string) error {
+	_, err := s.backend.DeleteObject(bucket, key)
+	return err
+}
