@@ -74,19 +74,29 @@ func takeSavepointOf(t *testing.T, stop bool, at int64, v1 version) savepoint {
 	env := weir.NewEnvironment(v1.options(ckpt)...)
 	th := &throttle{at: at, reached: make(chan struct{})}
 	v1.build(env, out, th)
-	return stopAtSavepoint(t, env, stop, th.reached, dir, out)
+	return stopAtSavepoint(t, env, stop, untilClosed(th.reached), dir, out)
 }
 
-// stopAtSavepoint starts the job of env, and once reached is closed takes
+// untilClosed waits until ch is closed or ctx is done.
+func untilClosed(ch chan struct{}) func(context.Context, *weir.Job) bool {
+	return func(ctx context.Context, _ *weir.Job) bool {
+		select {
+		case <-ch:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// stopAtSavepoint starts the job of env, and once ready returns true takes
 // a savepoint into dir/sp and stops the job (see takeSavepointOf); it
 // returns the savepoint and what the output directory out held then.
-func stopAtSavepoint(t *testing.T, env *weir.Environment, stop bool, reached chan struct{}, dir, out string) savepoint {
+func stopAtSavepoint(t *testing.T, env *weir.Environment, stop bool, ready func(context.Context, *weir.Job) bool, dir, out string) savepoint {
 	ctx := testCtx(t)
 	job, err := env.Start(ctx)
 	require.NoError(t, err)
-	select {
-	case <-reached:
-	case <-ctx.Done():
+	if !ready(ctx, job) {
 		job.Cancel()
 		_, err := job.Wait()
 		t.Fatalf("v1 never reached its savepoint: %v", errors.Join(context.Cause(ctx), err))

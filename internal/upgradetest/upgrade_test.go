@@ -309,7 +309,7 @@ func takeSavepoint(t *testing.T, v1 spec, stop bool) savepoint {
 	env := weir.NewEnvironment(options(v1, ckpt, nil)...)
 	reached := make(chan struct{})
 	build(env, v1, out, reached)
-	return stopAtSavepoint(t, env, stop, reached, dir, out)
+	return stopAtSavepoint(t, env, stop, untilClosed(reached), dir, out)
 }
 
 // reset puts the output directory back as v1 left it.
