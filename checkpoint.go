@@ -138,6 +138,15 @@ var ErrOperatorKindChanged = deploy.ErrOperatorKindChanged
 // point holds state of operators it does not have; the error names them.
 var ErrNonRestoredState = deploy.ErrNonRestoredState
 
+// ErrFinishedMixed is wrapped by the error of a job whose restore point
+// records some operators of one of its tasks as finished (FLIP-147: a
+// source that had reached its end, and what ran only on its input) and
+// others as running: a task runs either finished or from the start, and
+// neither is right for both. The error names the two operators; chain
+// them as they were, or restore from a savepoint taken before the
+// operator finished.
+var ErrFinishedMixed = deploy.ErrFinishedMixed
+
 // WithJobID names the job: its checkpoints go to its own place in the
 // checkpoint directory, CheckpointConfig.Dir/<id>/chk-N, and the ID is
 // recorded in every checkpoint's metadata and state files. Without it, a

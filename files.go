@@ -131,7 +131,7 @@ func (c *fileCommitter[T]) Abort(name string) error {
 // (byte offset and line number) is checkpointed, so after a failure it
 // resumes exactly where the restored checkpoint was taken.
 func FromFile(env *Environment, path string) *Stream[string] {
-	return FromReader(env, "file source "+filepath.Base(path), func(sub, par int) (SourceReader[string], error) {
+	return fromReader(env, "file source", "file source "+filepath.Base(path), func(sub, par int) (SourceReader[string], error) {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, err

@@ -63,9 +63,29 @@ type PositionedReader interface {
 }
 
 // FromReader returns a stream read by one reader per subtask; newReader is
-// called once per subtask (and again after every restart).
+// called once per subtask (and again after every restart). name is what
+// logs and errors call the source; it may change between a savepoint and
+// its restore (the source's kind, recorded with its state, is "source").
 func FromReader[T any](env *Environment, name string, newReader func(subtask, parallelism int) (SourceReader[T], error)) *Stream[T] {
-	return addSource(env, name, func(sub, par int) (PollingReader[T], error) {
+	return fromReader(env, kindSource, name, newReader)
+}
+
+// Operator kinds: what an operator is, recorded with its state in every
+// checkpoint (a restore hands an operator's state only to an operator of
+// its kind) and part of its generated ID. A kind is the operator's
+// implementation, never a name or configuration the user gave: a source
+// named after its topic or file is a "source" whatever it reads. The
+// other kinds are the constant names of their constructors (see addNode):
+// "map", "reduce", "process", "window aggregate", "interval join",
+// "two-phase-commit sink", ….
+const (
+	kindSource      = "source"       // FromReader, FromPollingReader
+	kindSplitSource = "split source" // FromSplitReader (and the Kafka source)
+)
+
+// fromReader is FromReader with the source's kind.
+func fromReader[T any](env *Environment, kind, name string, newReader func(subtask, parallelism int) (SourceReader[T], error)) *Stream[T] {
+	return addSource(env, kind, name, func(sub, par int) (PollingReader[T], error) {
 		r, err := newReader(sub, par)
 		if err != nil {
 			return nil, err
@@ -76,13 +96,16 @@ func FromReader[T any](env *Environment, name string, newReader func(subtask, pa
 
 // FromPollingReader returns a stream read by one polling reader per
 // subtask; newReader is called once per subtask (and again after every
-// restart). Use it for sources that wait for data.
+// restart). Use it for sources that wait for data. As with FromReader,
+// name may change between a savepoint and its restore.
 func FromPollingReader[T any](env *Environment, name string, newReader func(subtask, parallelism int) (PollingReader[T], error)) *Stream[T] {
-	return addSource(env, name, newReader)
+	return addSource(env, kindSource, name, newReader)
 }
 
-func addSource[T any](env *Environment, name string, newReader func(subtask, parallelism int) (PollingReader[T], error)) *Stream[T] {
-	n := env.addNode(&graph.Node{Name: name, Source: true})
+// addSource adds a source of kind (kindSource, or the kind of a built-in
+// source: "slice source", "generator source", …) called name.
+func addSource[T any](env *Environment, kind, name string, newReader func(subtask, parallelism int) (PollingReader[T], error)) *Stream[T] {
+	n := env.addNode(&graph.Node{Name: name, Kind: kind, Source: true})
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[T])
 		if next == nil {
@@ -140,7 +163,7 @@ type RescalableReader interface {
 // FromSlice returns a bounded stream of items; subtask i of p reads items
 // i, i+p, i+2p, … It can be rescaled from a savepoint.
 func FromSlice[T any](env *Environment, items []T) *Stream[T] {
-	return FromReader(env, "slice source", func(sub, par int) (SourceReader[T], error) {
+	return fromReader(env, "slice source", "slice source", func(sub, par int) (SourceReader[T], error) {
 		return &indexReader[T]{at: func(i int64) T { return items[i] }, idx: newStrided(int64(len(items)), sub, par)}, nil
 	})
 }
@@ -158,11 +181,11 @@ func FromGenerator[T any](env *Environment, n int64, gen func(i int64) T, opts .
 		env.cfg.errs = append(env.cfg.errs, fmt.Errorf("weir: generator source: rate %v must not be negative", cfg.rate))
 	}
 	if cfg.rate <= 0 {
-		return FromReader(env, "generator source", func(sub, par int) (SourceReader[T], error) {
+		return fromReader(env, "generator source", "generator source", func(sub, par int) (SourceReader[T], error) {
 			return &indexReader[T]{at: gen, idx: newStrided(n, sub, par)}, nil
 		})
 	}
-	return FromPollingReader(env, "generator source", func(sub, par int) (PollingReader[T], error) {
+	return addSource(env, "generator source", "generator source", func(sub, par int) (PollingReader[T], error) {
 		r := &indexReader[T]{at: gen, idx: newStrided(n, sub, par)}
 		return &rateReader[T]{indexReader: r, limit: newRateLimit(cfg.rate / float64(par))}, nil
 	})

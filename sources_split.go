@@ -103,7 +103,9 @@ func (s *Splits) SetBacklog(id string, backlog bool) {
 // gets its own generator from strategy (with its idleness, so an empty
 // split turns idle); the subtask's watermark is the minimum over its
 // active splits, and the subtask is idle when all of its splits are, or it
-// has none. Use NoWatermarks for timestamps without watermarks.
+// has none. Use NoWatermarks for timestamps without watermarks. name may
+// change between a savepoint and its restore (the source's kind is "split
+// source").
 func FromSplitReader[T any](env *Environment, name string, strategy *WatermarkStrategy[T], newReader func(subtask, parallelism int) (SplitReader[T], error)) *Stream[T] {
 	switch {
 	case strategy == nil:
@@ -112,7 +114,7 @@ func FromSplitReader[T any](env *Environment, name string, strategy *WatermarkSt
 		env.fail(fmt.Errorf("weir: source %s: %w", name, strategy.err))
 	}
 	interval := env.cfg.watermarkInterval.Milliseconds()
-	n := env.addNode(&graph.Node{Name: name, Source: true})
+	n := env.addNode(&graph.Node{Name: name, Kind: kindSplitSource, Source: true})
 	n.Instantiate = func(rc *graph.Subtask, out any) (any, task.Operator, error) {
 		next, _ := out.(collector[T])
 		if next == nil {

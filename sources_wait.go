@@ -118,7 +118,7 @@ func (r *rateReader[T]) Close() error {
 // the channel still holds. Use it for input that may be lost, or to feed
 // tests; weir logs a warning when it is used in an exactly-once job.
 func FromChannel[T any](env *Environment, ch <-chan T) *Stream[T] {
-	return FromPollingReader(env, "channel source", func(int, int) (PollingReader[T], error) {
+	return addSource(env, "channel source", "channel source", func(int, int) (PollingReader[T], error) {
 		return &chanReader[T]{ch: ch, ready: make(chan struct{}, 1), stop: make(chan struct{})}, nil
 	})
 }

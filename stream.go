@@ -44,10 +44,12 @@ func (e *Environment) fail(err error) { e.cfg.errs = append(e.cfg.errs, err) }
 // operators named as they end up).
 func (e *Environment) check(fn func() error) { e.checks = append(e.checks, fn) }
 
-// addNode adds n to the job. Its kind is the name it has now (the API's
-// default); keyed operators and sources keep state. Its operator ID is its
-// UID, or generated from its place in the topology when the graph is
-// built.
+// addNode adds n to the job. Without a Kind, its kind is the name it has
+// now: the constant name its constructor gave it ("map", "reduce"), never
+// one the user gave (a constructor that takes the user's name, a source's,
+// sets Kind: see the kind constants). Keyed operators and sources keep
+// state. Its operator ID is its UID, or generated from its place in the
+// topology when the graph is built.
 func (e *Environment) addNode(n *graph.Node) *graph.Node {
 	n.ID = len(e.nodes)
 	if n.Kind == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
@@ -72,6 +73,73 @@ func TwoPhaseCommitSink[T, Txn any](s *Stream[T], txnCodec codec.Codec[Txn], new
 	return sink
 }
 
+// txnFormat names the format of the sink's state elements: a checkpoint ID
+// and a transaction handle of the transaction codec.
+const txnFormat = "2pc-transaction"
+
+// txnStateCodec is the codec of the sink's state elements, whose identity
+// is txnFormat over tc's: a sink restored with a transaction codec of
+// another identity (another Txn type, another connector's sink under the
+// same UID) is refused before it commits or aborts anything
+// (state.SchemaError, naming the sink and both codecs), unless tc is a
+// codec.Migrating that reads the restored one, whose handles are then
+// migrated.
+func txnStateCodec[Txn any](tc codec.Codec[Txn]) codec.Codec[[]byte] {
+	c := codec.WithIdentity(codec.Bytes(), codec.FormatIdentity(txnFormat, tc))
+	if m, ok := tc.(codec.Migrating[Txn]); ok {
+		return migratingTxns[Txn]{Codec: c, m: m}
+	}
+	return c
+}
+
+// migratingTxns migrates the state elements of a transaction codec that
+// tc reads (codec.Migrating).
+type migratingTxns[Txn any] struct {
+	codec.Codec[[]byte]
+	m codec.Migrating[Txn]
+}
+
+func (c migratingTxns[Txn]) Identity() codec.Identity { return codec.IdentityOf(c.Codec) }
+
+func (c migratingTxns[Txn]) Reads(old codec.Identity) bool {
+	inner, ok := txnCodecIdentity(old)
+	return ok && c.m.Reads(inner)
+}
+
+func (c migratingTxns[Txn]) DecodeFrom(old codec.Identity, src []byte) ([]byte, error) {
+	inner, ok := txnCodecIdentity(old)
+	if !ok || len(src) < 8 {
+		return nil, fmt.Errorf("not a transaction of %s", old)
+	}
+	txn, err := c.m.DecodeFrom(inner, src[8:])
+	if err != nil {
+		return nil, err
+	}
+	return c.m.Append(slices.Clone(src[:8]), txn), nil
+}
+
+// txnCodecIdentity returns the transaction codec's identity inside id, an
+// identity of txnStateCodec (see codec.FormatIdentity).
+func txnCodecIdentity(id codec.Identity) (codec.Identity, bool) {
+	name, ok := strings.CutPrefix(id.Name, txnFormat+"(")
+	if !ok {
+		return codec.Identity{}, false
+	}
+	if name, ok = strings.CutSuffix(name, ")"); !ok {
+		return codec.Identity{}, false
+	}
+	inner := codec.Identity{Name: name}
+	if id.Version != "" {
+		v, open := strings.CutPrefix(id.Version, "(")
+		v, closed := strings.CutSuffix(v, ")")
+		if !open || !closed || v == "" {
+			return codec.Identity{}, false
+		}
+		inner.Version = v
+	}
+	return inner, true
+}
+
 // pendingTxn is a pre-committed transaction waiting for its checkpoint.
 type pendingTxn[Txn any] struct {
 	id  barrier.CheckpointID
@@ -103,9 +171,10 @@ func (o *twoPhaseOp[T, Txn]) encode(id barrier.CheckpointID, txn Txn) []byte {
 }
 
 func (o *twoPhaseOp[T, Txn]) Open(ctx *task.OperatorContext) error {
-	st, err := state.GetOperatorListState(ctx.OperatorState, state.ListDescriptor[[]byte]{Name: "2pc-transactions", Codec: codec.Bytes()}, state.SplitDistribute)
+	st, err := state.GetOperatorListState(ctx.OperatorState, state.ListDescriptor[[]byte]{Name: "2pc-transactions", Codec: txnStateCodec(o.tc)},
+		state.SplitDistribute)
 	if err != nil {
-		return err
+		return err // a *state.SchemaError names the sink and both transaction codecs
 	}
 	o.st = st
 	o.last = ctx.RestoredID

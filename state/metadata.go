@@ -13,7 +13,7 @@ import (
 	"github.com/weirstream/weir/internal/keygroup"
 )
 
-// The metadata file format (version 6). Integers are uvarints unless noted;
+// The metadata file format (version 7). Integers are uvarints unless noted;
 // strings are uvarint(len) | bytes; maps are written sorted by key so equal
 // metadata encodes to equal bytes.
 //
@@ -34,9 +34,20 @@ import (
 //	schema    = name:string kind:string ttl:u8 codec:identity userKey:identity
 //	identity  = name:string version:string
 //
+// Version 7 has version 6's grammar. An operator's kind is its
+// implementation ("source", "split source", "generator source", "map",
+// "reduce", "two-phase-commit sink"), never a name the user gave; version
+// 6 recorded the name a source was created with (FromReader's name, a
+// file's, a Kafka source's topics) as its kind, which a restore therefore
+// does not compare with a source's kind now (Metadata.Version says the
+// file is version 6). A two-phase-commit sink records its transactions
+// under the identity of its transaction codec ("2pc-transaction(…)");
+// version 6 recorded them as a list of "bytes", which reads as not
+// recorded.
+//
 // Version 6 adds an operator's kind to its info (the kind of operator the
-// API made: "reduce", "window aggregate", "file sink"; a restore refuses to
-// hand its state to an operator of another kind) and its finished flag
+// API made: "reduce", "window aggregate"; a restore refuses to hand its
+// state to an operator of another kind) and its finished flag
 // (flags bit4: the operator had finished in this subtask, FLIP-147; it
 // then holds no state). A task that had finished lists its operators,
 // each finished, so that a restore finds them finished by operator
@@ -64,7 +75,7 @@ import (
 // version restores as it did (version 4 and older: without schema checks,
 // and errors name operators by ID only; version 5 and older: without the
 // operators' kinds, and finished tasks found by vertex); a job restored
-// from it writes version 6.
+// from it writes version 7.
 //
 // The task snapshot format (EncodeTaskSnapshot; same versions) frames one
 // snapshot of the same grammar the same way:
@@ -77,8 +88,8 @@ var (
 )
 
 const (
-	metaVersion = 6
-	snapVersion = 6
+	metaVersion = 7
+	snapVersion = 7
 	// oldestVersion is the oldest metadata and snapshot version read.
 	oldestVersion = 1
 )
@@ -329,6 +340,9 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 	if d.err != nil {
 		return Metadata{}, d.err
 	}
+	if v < metaVersion {
+		m.Version = v
+	}
 	return m, nil
 }
 
@@ -437,8 +451,9 @@ func (d *decoder) snapshot() TaskSnapshot {
 				sc.TTL = d.byte() != 0
 				sc.Codec = codec.Identity{Name: d.string(), Version: d.string()}
 				sc.UserKey = codec.Identity{Name: d.string(), Version: d.string()}
-				if d.version < 6 && sc.operatorState() && sc.Codec == (codec.Identity{Name: "bytes"}) {
-					continue // says nothing of the contents (see version 6)
+				if sc.operatorState() && sc.Codec == (codec.Identity{Name: "bytes"}) &&
+					(d.version < 6 || d.version == 6 && sc.Name == "2pc-transactions") {
+					continue // says nothing of the contents (see versions 6 and 7)
 				}
 				st.Schemas = append(st.Schemas, sc)
 			}

@@ -98,9 +98,9 @@ type OperatorSubtaskState struct {
 	Keyed    *KeyedStateHandle
 	Operator *OperatorStateHandle
 	// Name is the operator's name (for errors that name an operator the
-	// restored job lacks); Kind is the kind of operator (the name the API
-	// gave it: "reduce", "file sink"), whose state a restore hands only to
-	// an operator of the same kind; Schemas are its states' schemas (keyed
+	// restored job lacks); Kind is the kind of operator (its
+	// implementation: "source", "reduce", "two-phase-commit sink"), whose
+	// state a restore hands only to an operator of the same kind; Schemas are its states' schemas (keyed
 	// and operator states, sorted by name), checked when a restored
 	// operator registers its states.
 	Name    string
@@ -172,4 +172,10 @@ type Metadata struct {
 	Timestamp int64 // unix ms of the trigger
 	Kind      barrier.Kind
 	Tasks     map[TaskKey]TaskSnapshot
+	// Version is the format version of metadata decoded from an older
+	// format than this weir writes (DecodeMetadata), whose contents a
+	// restore may read differently (see the format's history in
+	// metadata.go); 0 for metadata of the current format and for
+	// metadata built in memory.
+	Version uint16
 }

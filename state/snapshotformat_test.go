@@ -28,14 +28,16 @@ func TestMetadataEncodingPinned(t *testing.T) {
 		}},
 		{Vertex: "b", Subtask: 0}: {Operators: map[string]state.OperatorSubtaskState{}},
 	}}
-	require.Equal(t, pinnedMetadataV6, hex.EncodeToString(state.EncodeMetadata(m)))
-	v5, err := hex.DecodeString(pinnedMetadataV5)
-	require.NoError(t, err)
-	got, err := state.DecodeMetadata(v5)
-	require.NoError(t, err)
-	require.Equal(t, m.Clone(), got, "version 5 is still read")
+	require.Equal(t, pinnedMetadataV7, hex.EncodeToString(state.EncodeMetadata(m)))
+	for v, enc := range map[uint16]string{6: pinnedMetadataV6, 5: pinnedMetadataV5} {
+		b, err := hex.DecodeString(enc)
+		require.NoError(t, err)
+		got, err := state.DecodeMetadata(b)
+		require.NoError(t, err)
+		require.Equal(t, atVersion(v, m.Clone()), got, "version %d is still read", v)
+	}
 	m.JobID = "job-1"
-	got, err = state.DecodeMetadata(state.EncodeMetadata(m))
+	got, err := state.DecodeMetadata(state.EncodeMetadata(m))
 	require.NoError(t, err)
 	require.Equal(t, m.Clone(), got)
 	m.JobID = ""
@@ -45,17 +47,24 @@ func TestMetadataEncodingPinned(t *testing.T) {
 	require.NoError(t, err)
 	got, err = state.DecodeMetadata(v2)
 	require.NoError(t, err)
-	require.Equal(t, asLegacy(m), got)
+	require.Equal(t, atVersion(2, asLegacy(m)), got)
 	v1, err := hex.DecodeString("574549524d45544101002a09010201610103046e6f6e6500026f70010863686b2d34322f7863efbeadde0305030a141e03" +
 		"6f7032020863686b2d34322f7907000000000201650000017301010401620000b2e5592b")
 	require.NoError(t, err)
 	got, err = state.DecodeMetadata(v1)
 	require.NoError(t, err)
-	require.Equal(t, asLegacy(m), got)
+	require.Equal(t, atVersion(1, asLegacy(m)), got)
 	for k, ts := range got.Tasks {
 		require.False(t, ts.Finished, "%v", k)
 		require.Nil(t, ts.Channels, "%v", k)
 	}
+}
+
+// atVersion returns m as decoded from a file of version v (older than the
+// current).
+func atVersion(v uint16, m state.Metadata) state.Metadata {
+	m.Version = v
+	return m
 }
 
 // asLegacy returns m with every handle marked Legacy, as a file of an
@@ -88,8 +97,10 @@ func asLegacy(m state.Metadata) state.Metadata {
 	return out
 }
 
-// pinnedMetadataV6 is the metadata of TestMetadataEncodingPinned, version
-// 6 (without operator info).
+// pinnedMetadataV7 is the metadata of TestMetadataEncodingPinned, version
+// 7 (without operator info).
+const pinnedMetadataV7 = "574549524d45544107002a090100020161010003046e6f6e6500026f70010863686b2d34322f786300efbeadde000000000305030a141e036f7032020863686b2d34322f79070000000000000000000201650000017301010401620000003a6240cd"
+
 const pinnedMetadataV6 = "574549524d45544106002a090100020161010003046e6f6e6500026f70010863686b2d34322f786300efbeadde000000000305030a141e036f7032020863686b2d34322f790700000000000000000002016500000173010104016200000076d981be"
 
 const pinnedMetadataV5 = "574549524d45544105002a090100020161010003046e6f6e6500026f70010863686b2d34322f786300efbeadde000000000305030a141e036f7032020863686b2d34322f7907000000000000000000020165000001730101040162000000a214c32a"
@@ -108,12 +119,17 @@ func TestMetadataV2FinishedAndChannels(t *testing.T) {
 				InputChannels: 2, Subpartitions: []int{3, 1}}},
 	}}
 	enc := state.EncodeMetadata(m)
-	require.Equal(t, pinnedMetadataV6Channels, hex.EncodeToString(enc))
+	require.Equal(t, pinnedMetadataV7Channels, hex.EncodeToString(enc))
 	v2, err := hex.DecodeString(pinnedMetadataV2Channels)
 	require.NoError(t, err)
 	gotV2, err := state.DecodeMetadata(v2)
 	require.NoError(t, err)
-	require.Equal(t, asLegacy(m), gotV2)
+	require.Equal(t, atVersion(2, asLegacy(m)), gotV2)
+	v6, err := hex.DecodeString(pinnedMetadataV6Channels)
+	require.NoError(t, err)
+	gotV6, err := state.DecodeMetadata(v6)
+	require.NoError(t, err)
+	require.Equal(t, atVersion(6, m), gotV6)
 	got, err := state.DecodeMetadata(enc)
 	require.NoError(t, err)
 	require.Equal(t, m, got)
@@ -125,7 +141,9 @@ func TestMetadataV2FinishedAndChannels(t *testing.T) {
 	require.Equal(t, m.Tasks[state.TaskKey{Vertex: "sum", Subtask: 1}], ts)
 }
 
-// pinnedMetadataV6Channels is the same, version 6 (without operator info).
+// pinnedMetadataV7Channels is the same, version 7 (without operator info).
+const pinnedMetadataV7Channels = "574549524d45544107000702000002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c00030000000000000002020301003069ba9a"
+
 const pinnedMetadataV6Channels = "574549524d45544106000702000002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c0003000000000000000202030100c8b4f004"
 
 const pinnedMetadataV5Channels = "574549524d45544105000702000002037372630001000373756d01021463686b2d372f73756d2d312d6368616e6e656c730c000300000000000000020203010031a4c3a3"
@@ -158,7 +176,9 @@ func sampleTaskSnapshot() state.TaskSnapshot {
 	}}
 }
 
-// pinnedSnapshotV6 is the same, version 6 (without operator info).
+// pinnedSnapshotV7 is the same, version 7 (without operator info).
+const pinnedSnapshotV7 = "57454952534e415007000003036d61700006736f75726365020963686b2d372f73726308000000000000000000000677696e646f77030d63686b2d372f772d6b6579656480808080802000efbeadde00000000204004001181808080808080108380808080808080400a63686b2d372f772d6f706300010000000000000002076f666673657473000300081005756e696f6e0100699c501e"
+
 const pinnedSnapshotV6 = "57454952534e415006000003036d61700006736f75726365020963686b2d372f73726308000000000000000000000677696e646f77030d63686b2d372f772d6b6579656480808080802000efbeadde00000000204004001181808080808080108380808080808080400a63686b2d372f772d6f706300010000000000000002076f666673657473000300081005756e696f6e01007e0901d1"
 
 const pinnedSnapshotV5 = "57454952534e415005000003036d61700006736f75726365020963686b2d372f73726308000000000000000000000677696e646f77030d63686b2d372f772d6b6579656480808080802000efbeadde00000000204004001181808080808080108380808080808080400a63686b2d372f772d6f706300010000000000000002076f666673657473000300081005756e696f6e0100b6c01f85"
@@ -171,15 +191,17 @@ func TestTaskSnapshotEncoding(t *testing.T) {
 	ts := sampleTaskSnapshot()
 	enc := state.EncodeTaskSnapshot(ts)
 	require.Equal(t, enc, state.EncodeTaskSnapshot(sampleTaskSnapshot()), "deterministic")
-	require.Equal(t, pinnedSnapshotV6, hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
+	require.Equal(t, pinnedSnapshotV7, hex.EncodeToString(enc), "the format is pinned: a change needs a new version")
 	got, err := state.DecodeTaskSnapshot(enc)
 	require.NoError(t, err)
 	require.Equal(t, ts, got)
-	v5, err := hex.DecodeString(pinnedSnapshotV5)
-	require.NoError(t, err)
-	got, err = state.DecodeTaskSnapshot(v5)
-	require.NoError(t, err)
-	require.Equal(t, ts, got, "version 5 is still read")
+	for _, enc := range []string{pinnedSnapshotV6, pinnedSnapshotV5} {
+		b, err := hex.DecodeString(enc)
+		require.NoError(t, err)
+		got, err = state.DecodeTaskSnapshot(b)
+		require.NoError(t, err)
+		require.Equal(t, ts, got, "version %s is still read", enc[17:18])
+	}
 	legacy := asLegacy(state.Metadata{Tasks: map[state.TaskKey]state.TaskSnapshot{{}: ts}}).Tasks[state.TaskKey{}]
 	v2, err := hex.DecodeString(pinnedSnapshotV2)
 	require.NoError(t, err)
@@ -239,7 +261,7 @@ func TestTaskSnapshotCorrupt(t *testing.T) {
 	}{
 		{"nil", nil, "bad magic or too short"},
 		{"metadata", state.EncodeMetadata(state.Metadata{ID: 1}), "bad magic"},
-		{"version 7", frame("WEIRSNAP", 7, body), "unsupported task snapshot version 7"},
+		{"version 8", frame("WEIRSNAP", 8, body), "unsupported task snapshot version 8"},
 		{"version 0", frame("WEIRSNAP", 0, body), "unsupported task snapshot version 0"},
 		{"trailing byte", frame("WEIRSNAP", 4, append(append([]byte(nil), body...), 0)), "1 trailing bytes"},
 		{"truncated body", frame("WEIRSNAP", 4, body[:len(body)-1]), "truncated"},
@@ -286,15 +308,16 @@ func FuzzDecodeTaskSnapshot(f *testing.F) {
 }
 
 // Version 5 records each operator's name and its states' schemas, version
-// 6 its kind and its finished flag as well; a version 4 file (without
-// them) still reads, to the same metadata less them.
+// 6 its kind and its finished flag as well (version 7 has the same
+// grammar); a version 4 file (without them) still reads, to the same
+// metadata less them.
 func TestMetadataV6OperatorInfo(t *testing.T) {
 	v4, err := hex.DecodeString(pinnedMetadataV4)
 	require.NoError(t, err)
 	old, err := state.DecodeMetadata(v4)
 	require.NoError(t, err)
 	require.Len(t, old.Tasks, 2)
-	m := old.Clone()
+	m := atVersion(0, old.Clone())
 	ts := m.Tasks[state.TaskKey{Vertex: "a", Subtask: 1}]
 	op := ts.Operators["op"]
 	op.Name, op.Kind = "running sum", "process"
@@ -307,7 +330,7 @@ func TestMetadataV6OperatorInfo(t *testing.T) {
 	ts.Operators["done"] = state.OperatorSubtaskState{Finished: true}
 	ts.Operators["done too"] = state.OperatorSubtaskState{Name: "file sink", Kind: "file sink", Finished: true}
 	enc := state.EncodeMetadata(m)
-	require.Equal(t, uint16(6), binary.LittleEndian.Uint16(enc[8:]))
+	require.Equal(t, uint16(7), binary.LittleEndian.Uint16(enc[8:]))
 	got, err := state.DecodeMetadata(enc)
 	require.NoError(t, err)
 	require.Equal(t, m, got)
@@ -369,4 +392,28 @@ func TestMetadataChannelInputs(t *testing.T) {
 		_, err := state.DecodeTaskSnapshot(state.EncodeTaskSnapshot(state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{}, Channels: &c}))
 		require.ErrorContains(t, err, "channels", "inputs %v", bad)
 	}
+}
+
+// A version 6 file reads with its kinds and Version 6 (a restore does not
+// compare a source's version-6 kind, its name), and without the schema of
+// a two-phase-commit sink's transactions, a list of bytes then; version 7
+// keeps that schema (the transaction codec's identity).
+func TestMetadataV6Transactions(t *testing.T) {
+	txns := state.StateSchema{Name: "2pc-transactions", Kind: "operator list (split)", Codec: codec.Identity{Name: "bytes"}}
+	other := state.StateSchema{Name: "mine", Kind: "operator list (split)", Codec: codec.Identity{Name: "bytes"}}
+	m := state.Metadata{ID: 1, Tasks: map[state.TaskKey]state.TaskSnapshot{{Vertex: "v"}: {Operators: map[string]state.OperatorSubtaskState{
+		"sink": {Name: "file sink", Kind: "two-phase-commit sink", Schemas: []state.StateSchema{txns, other}},
+		"src":  {Name: "orders", Kind: "orders", Finished: true}}}}}
+	b := state.EncodeMetadata(m)
+	got, err := state.DecodeMetadata(b)
+	require.NoError(t, err)
+	require.Equal(t, m, got)
+	binary.LittleEndian.PutUint16(b[8:], 6)
+	binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], crc32.MakeTable(crc32.Castagnoli)))
+	got, err = state.DecodeMetadata(b)
+	require.NoError(t, err)
+	require.Equal(t, uint16(6), got.Version)
+	ops := got.Tasks[state.TaskKey{Vertex: "v"}].Operators
+	require.Equal(t, []state.StateSchema{other}, ops["sink"].Schemas)
+	require.Equal(t, "orders", ops["src"].Kind)
 }

@@ -334,7 +334,9 @@ func (e *OperatorKindError) Unwrap() error { return ErrOperatorKindChanged }
 // CheckKinds fails with an *OperatorKindError if an operator of g has the
 // ID of an operator of another kind that holds state (or had finished) in
 // the restore point. Restore points of metadata before version 6 record
-// no kinds and are not checked.
+// no kinds and are not checked; version 6 recorded a source's name as its
+// kind (FromReader's name, a file's, a Kafka source's topics), so a source
+// of the job is not checked against a version-6 kind.
 func (rp *RestorePoint) CheckKinds(g *graph.JobGraph) error {
 	nodes := map[string]*graph.Node{}
 	for _, v := range g.Vertices {
@@ -346,7 +348,8 @@ func (rp *RestorePoint) CheckKinds(g *graph.JobGraph) error {
 	for _, ts := range rp.Meta.Tasks {
 		for id, s := range ts.Operators {
 			n := nodes[id]
-			if n == nil || s.Kind == "" || s.Kind == n.Kind || (s.Keyed == nil && s.Operator == nil && !s.Finished) {
+			if n == nil || s.Kind == "" || s.Kind == n.Kind || (s.Keyed == nil && s.Operator == nil && !s.Finished) ||
+				rp.Meta.Version == 6 && n.Source {
 				continue
 			}
 			changed[id] = KindChange{ID: id, Name: n.Name, Was: s.Kind, Now: n.Kind}

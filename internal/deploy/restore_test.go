@@ -136,3 +136,32 @@ func TestCheckKinds(t *testing.T) {
 	v.Nodes[0].Kind, v.Nodes[3].Kind = "reduce", "file sink"
 	require.NoError(t, rp.CheckKinds(&graph.JobGraph{Vertices: []*graph.Vertex{v}}))
 }
+
+// Version 6 recorded a source's name as its kind: a source of the job is
+// not checked against it (another kind of operator still is); version 7
+// kinds are checked for sources too.
+func TestCheckKindsOfVersion6Sources(t *testing.T) {
+	meta := func(version uint16) state.Metadata {
+		return state.Metadata{ID: 4, Version: version, Tasks: map[state.TaskKey]state.TaskSnapshot{
+			{Vertex: "src"}: {Operators: map[string]state.OperatorSubtaskState{
+				"src":  {Kind: "orders", Operator: &state.OperatorStateHandle{}},
+				"src2": {Kind: "kafka source orders", Finished: true},
+				"sum":  {Kind: "orders-sum", Keyed: &state.KeyedStateHandle{}},
+			}},
+		}}
+	}
+	g := &graph.JobGraph{Vertices: []*graph.Vertex{{ID: "src", Nodes: []*graph.Node{
+		{UID: "src", Name: "orders-v2", Kind: "source", Source: true},
+		{UID: "src2", Name: "kafka source orders,refunds", Kind: "split source", Source: true},
+		{UID: "sum", Name: "sum", Kind: "process"}}}}}
+	rp := &RestorePoint{Meta: meta(6)}
+	err := rp.CheckKinds(g)
+	var ke *OperatorKindError
+	require.ErrorAs(t, err, &ke)
+	require.Equal(t, []KindChange{{ID: "sum", Name: "sum", Was: "orders-sum", Now: "process"}}, ke.Operators)
+	g.Vertices[0].Nodes = g.Vertices[0].Nodes[:2]
+	require.NoError(t, rp.CheckKinds(g))
+	rp = &RestorePoint{Meta: meta(0)}
+	require.ErrorAs(t, rp.CheckKinds(g), &ke)
+	require.Len(t, ke.Operators, 2)
+}

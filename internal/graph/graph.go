@@ -48,9 +48,13 @@ type Node struct {
 	// GeneratedUID is then set.
 	UID          string
 	GeneratedUID bool
-	// Kind is what the node is, the name its API gave it ("map",
-	// "reduce"; empty: Name), part of its generated ID; Name is what logs
-	// and errors call it.
+	// Kind is what the node is: its implementation ("source", "map",
+	// "reduce", "window aggregate", "two-phase-commit sink"; empty: Name),
+	// never a name or configuration the user gave, so that renaming an
+	// operator or changing a source's topics keeps its kind. It is
+	// recorded with the operator's state (a restore hands the state only
+	// to an operator of the same kind) and is part of its generated ID.
+	// Name is what logs and errors call it, and may change freely.
 	Kind string
 	Name string
 	// Stateful says the operator keeps state in checkpoints (keyed state,

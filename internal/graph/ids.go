@@ -13,8 +13,9 @@ import (
 // A node without one gets an ID generated from its place in the topology,
 // in the spirit of Flink's StreamGraphHasherV2: a hash over
 //
-//   - the node's own properties: its kind (the name its API gave it, not
-//     the name the user set: renaming keeps the ID), whether it is a
+//   - the node's own properties: its kind (Node.Kind: its implementation,
+//     not a name or a configuration the user set: renaming an operator or
+//     changing a source's topics or file keeps the ID), whether it is a
 //     source and whether it is keyed, and for a source its position among
 //     the sources;
 //   - upstream, for each of its input edges in order: the input it feeds,

@@ -309,31 +309,7 @@ func takeSavepoint(t *testing.T, v1 spec, stop bool) savepoint {
 	env := weir.NewEnvironment(options(v1, ckpt, nil)...)
 	reached := make(chan struct{})
 	build(env, v1, out, reached)
-	job, err := env.Start(testCtx(t))
-	require.NoError(t, err)
-	<-reached
-	var sp string
-	if stop {
-		sp, err = job.StopWithSavepoint(testCtx(t), filepath.Join(dir, "sp"))
-		require.NoError(t, err)
-		_, err = job.Wait()
-		require.NoError(t, err)
-	} else {
-		sp, err = job.TriggerSavepoint(testCtx(t), filepath.Join(dir, "sp"))
-		require.NoError(t, err)
-		job.Cancel()
-		_, err = job.Wait()
-		require.ErrorIs(t, err, context.Canceled)
-	}
-	s := savepoint{path: sp, files: map[string][]byte{}, out: out}
-	entries, err := os.ReadDir(out)
-	require.NoError(t, err)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(out, e.Name()))
-		require.NoError(t, err)
-		s.files[e.Name()] = b
-	}
-	return s
+	return stopAtSavepoint(t, env, stop, untilClosed(reached), dir, out)
 }
 
 // reset puts the output directory back as v1 left it.
