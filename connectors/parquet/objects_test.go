@@ -2,6 +2,7 @@ package parquet_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/connectors/parquet"
 	"github.com/weirstream/weir/internal/s3test"
 	"github.com/weirstream/weir/state/s3"
@@ -44,6 +46,13 @@ func readObjects(t *testing.T, srv *s3test.Server, prefix string) (files []commi
 		require.NoError(t, err, "committed object %s", k)
 		files = append(files, committedFile{rel: strings.TrimPrefix(k, prefix), size: int64(len(data)), events: evs})
 	}
+	return files, openUploads(t, prefix)
+}
+
+// openUploads lists the keys of the uploads open under prefix of bucket
+// lake.
+func openUploads(t *testing.T, prefix string) (open []string) {
+	t.Helper()
 	cfg, err := s3.FromURL("s3://lake", "")
 	require.NoError(t, err)
 	cl, tr, err := cfg.Client()
@@ -51,13 +60,13 @@ func readObjects(t *testing.T, srv *s3test.Server, prefix string) (files []commi
 	defer tr.CloseIdleConnections()
 	res, err := minio.Core{Client: cl}.ListMultipartUploads(context.Background(), "lake", prefix, "", "", "", 1000)
 	if minio.ToErrorResponse(err).Code == minio.NoSuchUpload {
-		return files, nil // gofakes3: the bucket never had an upload
+		return nil // gofakes3: the bucket never had an upload
 	}
 	require.NoError(t, err)
 	for _, u := range res.Uploads {
 		open = append(open, u.Key)
 	}
-	return files, open
+	return open
 }
 
 // The sink on object storage, with task failures at parallelism 2: the
@@ -99,13 +108,22 @@ func TestObjectStorageExactlyOnceUnderTaskFailures(t *testing.T) {
 	}
 }
 
+// blob is a record of 64 KiB, for part files of several upload parts.
+type blob struct {
+	ID  int64  `parquet:"id"`
+	Pad string `parquet:"pad"`
+}
+
 // A part file larger than the minimum part size goes up in several parts
 // and commits whole; a canceled job's open part never appears.
 func TestObjectStorageLargePartAndCancel(t *testing.T) {
 	srv := objectStore(t)
-	const n = 400_000
+	const n = 200
 	env := weir.NewEnvironment(weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}))
-	src := weir.FromGenerator(env, n, genEvent).WithCodec(eventCodec)
+	src := weir.Map(weir.FromGenerator(env, n, func(i int64) int64 { return i }), func(i int64) blob {
+		return blob{ID: i, Pad: strings.Repeat(fmt.Sprintf("%08d", i), 8<<10)}
+	}).WithCodec(codec.Struct2(codec.Int64(), func(b blob) int64 { return b.ID }, codec.String(), func(b blob) string { return b.Pad },
+		func(id int64, pad string) blob { return blob{id, pad} }))
 	var parts atomic.Int64
 	srv.Inject(&s3test.Fault{Match: func(r *http.Request) bool {
 		if s3test.IsPart(r) {
@@ -113,23 +131,33 @@ func TestObjectStorageLargePartAndCancel(t *testing.T) {
 		}
 		return false
 	}})
-	parquet.Sink(src, parquet.Config[event]{Dir: "s3://lake/big", Bucket: func(event, int64) string { return "" },
+	parquet.Sink(src, parquet.Config[blob]{Dir: "s3://lake/big", Bucket: func(blob, int64) string { return "" }, RowGroupSize: 1 << 20,
 		WriterOptions: []pq.WriterOption{pq.Compression(&pq.Uncompressed)}})
 	_, err := env.Execute(testCtx(t))
 	require.NoError(t, err)
-	files, open := readObjects(t, srv, "big/")
-	require.Empty(t, open)
-	requireExactlyOnce(t, files, n)
+	keys, err := srv.Keys("lake", "big/")
+	require.NoError(t, err)
+	require.Len(t, keys, 1, "one part file")
+	data, err := srv.Get("lake", keys[0])
+	require.NoError(t, err)
+	blobs, err := pq.Read[blob](strings.NewReader(string(data)), int64(len(data)))
+	require.NoError(t, err)
+	require.Len(t, blobs, n)
+	for i, b := range blobs {
+		require.Equal(t, int64(i), b.ID)
+		require.Equal(t, strings.Repeat(fmt.Sprintf("%08d", i), 8<<10), b.Pad)
+	}
 	require.Greater(t, parts.Load(), int64(1), "the part file went up in several parts")
+	require.Empty(t, openUploads(t, "big/"))
 
 	env = weir.NewEnvironment(weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}))
-	src = weir.FromGenerator(env, 1<<40, genEvent).WithCodec(eventCodec)
-	parquet.Sink(src, parquet.Config[event]{Dir: "s3://lake/canceled"})
+	events := weir.FromGenerator(env, 1<<40, genEvent).WithCodec(eventCodec)
+	parquet.Sink(events, parquet.Config[event]{Dir: "s3://lake/canceled"})
 	ctx, cancel := context.WithTimeout(testCtx(t), 500*time.Millisecond)
 	defer cancel()
 	_, err = env.Execute(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	files, open = readObjects(t, srv, "canceled/")
+	files, open := readObjects(t, srv, "canceled/")
 	require.Empty(t, files, "no checkpoint completed, so nothing is committed")
 	require.Empty(t, open, "the open part's upload is aborted")
 }
