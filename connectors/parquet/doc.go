@@ -42,6 +42,18 @@
 // finishes; a failure discards what the failed attempt wrote, and the
 // restarted job writes everything again.
 //
+// # Object storage
+//
+// With Dir "s3://bucket/prefix" a part file is a multipart upload to its
+// committed key: in progress while its parts go up (5 MiB each, the last
+// at the roll), pending once the last is up (the transaction records the
+// upload ID and the parts' ETags), committed by completing the upload when
+// the checkpoint completes, so the object appears whole or not at all.
+// Aborted transactions abort their uploads; the uploads earlier attempts
+// left are aborted by the same rule as the hidden files above. Execute
+// fails before any record is read if the bucket does not exist or the
+// credentials are refused.
+//
 // # Duties of the user
 //
 //  1. Give each sink its own Dir (or PartPrefix): the sink removes hidden
@@ -51,7 +63,10 @@
 //     (the readers named above do so by default).
 //  3. Size RollSize, RowGroupSize and MaxOpenParts for memory: a subtask
 //     buffers up to RowGroupSize of encoded values per open part file.
-//  4. Expect as many files per bucket and subtask as checkpoints, at
+//  4. On object storage, keep a lifecycle rule that aborts incomplete
+//     uploads longer than a job may take to restore from a checkpoint:
+//     the pending part files of that checkpoint are such uploads.
+//  5. Expect as many files per bucket and subtask as checkpoints, at
 //     least: the checkpoint interval is the lower bound of file sizes'
 //     time span.
 package parquet

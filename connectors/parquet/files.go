@@ -46,6 +46,11 @@ func parseHidden(name, prefix, suffix string) (uid string, sub int, ok bool) {
 	return s[:j], int(n), true
 }
 
+// parseFinal is parseHidden for a committed name.
+func parseFinal(name, prefix, suffix string) (uid string, sub int, ok bool) {
+	return parseHidden(hiddenName(name), prefix, suffix)
+}
+
 // cleanup removes the hidden part files that earlier attempts and runs
 // left in Dir: in-progress files of a failed attempt and pending files of
 // checkpoints that never completed. It runs once per attempt, after the
@@ -58,6 +63,10 @@ func parseHidden(name, prefix, suffix string) (uid string, sub int, ok bool) {
 // leftovers are hidden, they cost only space.
 func (c *committer[T]) cleanup() {
 	c.cleaned = true
+	if c.obj != nil {
+		c.cleanupObjects()
+		return
+	}
 	var removed int
 	err := filepath.WalkDir(c.cfg.Dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -112,7 +121,9 @@ func writable(dir string) error {
 }
 
 // txnCodec encodes a *txn: the number of files (uvarint), then each
-// path's length (uvarint) and bytes, slash-separated.
+// path's length (uvarint) and bytes, slash-separated; on object storage
+// then each file's upload: its ID (length, bytes), the number of its
+// parts and each part's ETag (length, bytes).
 type txnCodec struct{}
 
 func (txnCodec) Append(dst []byte, t *txn) []byte {
@@ -122,7 +133,27 @@ func (txnCodec) Append(dst []byte, t *txn) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(f)))
 		dst = append(dst, f...)
 	}
+	for _, u := range t.Uploads {
+		dst = appendString(dst, u.ID)
+		dst = binary.AppendUvarint(dst, uint64(len(u.ETags)))
+		for _, e := range u.ETags {
+			dst = appendString(dst, e)
+		}
+	}
 	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(s))), s...)
+}
+
+// readString reads what appendString wrote.
+func readString(src []byte) (string, []byte, bool) {
+	l, k := binary.Uvarint(src)
+	if k <= 0 || l > uint64(len(src)-k) {
+		return "", nil, false
+	}
+	return string(src[k : k+int(l)]), src[k+int(l):], true
 }
 
 var errCorruptTxn = errors.New("parquet: corrupt sink transaction")
@@ -145,6 +176,30 @@ func (txnCodec) Decode(src []byte) (*txn, error) {
 		}
 		t.Files = append(t.Files, f)
 		src = src[k+int(l):]
+	}
+	if len(src) == 0 {
+		return t, nil
+	}
+	t.Uploads = make([]*upload, 0, n)
+	for range n {
+		u := &upload{}
+		var ok bool
+		if u.ID, src, ok = readString(src); !ok {
+			return nil, errCorruptTxn
+		}
+		m, k := binary.Uvarint(src)
+		if k <= 0 || m > uint64(len(src)) {
+			return nil, errCorruptTxn
+		}
+		src = src[k:]
+		for range m {
+			var e string
+			if e, src, ok = readString(src); !ok {
+				return nil, errCorruptTxn
+			}
+			u.ETags = append(u.ETags, e)
+		}
+		t.Uploads = append(t.Uploads, u)
 	}
 	if len(src) != 0 {
 		return nil, errCorruptTxn

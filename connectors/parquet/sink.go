@@ -18,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/eventtime"
+	"github.com/weirstream/weir/state/s3"
 )
 
 // Defaults of Config.
@@ -44,7 +45,11 @@ type Config[T any] struct {
 	// if missing. The sink owns it: at startup it removes the hidden
 	// part files of earlier runs and attempts it finds there (see the
 	// package doc), so two sinks must not share a Dir unless their
-	// PartPrefix differs.
+	// PartPrefix differs. An s3:// URL ("s3://bucket/prefix") writes to
+	// object storage, with the endpoint and credentials of the standard
+	// environment (see state/s3.FromURL): part files are multipart
+	// uploads completed when their checkpoint completes (see the package
+	// doc).
 	Dir string
 	// Bucket returns the bucket of a value: a relative directory under Dir
 	// ("" for Dir itself, "a/b" for nested directories) that its part file
@@ -141,7 +146,12 @@ func Sink[T any](s *weir.Stream[T], cfg Config[T]) *weir.Sink {
 	}
 	cfg.defaults()
 	err := cfg.Validate()
-	if err == nil {
+	var obj *objects
+	if err == nil && s3.IsURL(cfg.Dir) {
+		if obj, err = newObjects(cfg.Dir); err == nil {
+			env.CheckBeforeRun(obj.check)
+		}
+	} else if err == nil {
 		err = checkDir(cfg.Dir)
 	}
 	if err == nil {
@@ -151,10 +161,12 @@ func Sink[T any](s *weir.Stream[T], cfg Config[T]) *weir.Sink {
 	_, ckpt := env.Checkpointing()
 	name := "parquet sink " + cfg.Dir
 	return weir.TwoPhaseCommitSink(s, txnCodec{}, func(sub, par int) (weir.TwoPhaseCommitter[T, *txn], error) {
-		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-			return nil, fmt.Errorf("parquet: sink: %w", err)
+		if obj == nil {
+			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+				return nil, fmt.Errorf("parquet: sink: %w", err)
+			}
 		}
-		c := &committer[T]{cfg: &cfg, opts: cfg.writerOptions(), sub: sub, par: par, uid: uuid.NewString(),
+		c := &committer[T]{cfg: &cfg, obj: obj, opts: cfg.writerOptions(), sub: sub, par: par, uid: uuid.NewString(),
 			parts: map[string]*part[T]{}, dirs: map[string]bool{}, ckpt: ckpt,
 			log: cfg.Logger.With(zap.String("sink", name), zap.Int("subtask", sub))}
 		if cfg.Bucket == nil {
@@ -217,14 +229,16 @@ func checkSchema[T any](opts []pq.WriterOption) (err error) {
 // the moment it is created, so an abort removes it whatever its state.
 type txn struct {
 	Files []string
+	// Uploads (object storage only) are the files' multipart uploads.
+	Uploads []*upload
 }
 
 // part is an open part file.
 type part[T any] struct {
 	bucket string
 	rel    string // committed path relative to Dir
-	hidden string // absolute path while in progress and pending
-	f      *os.File
+	hidden string // absolute path while in progress and pending (local)
+	out    partOut
 	w      *pq.GenericWriter[T]
 	batch  []T
 	opened time.Time
@@ -234,10 +248,39 @@ type part[T any] struct {
 	groupAt int64
 }
 
+// partOut is where a part file's bytes go: a hidden local file or an
+// upload.
+type partOut interface {
+	io.Writer
+	// finish makes what was written durable (fsync and close, or the
+	// upload's last part).
+	finish() error
+	// discard drops the output (its file or upload is removed by the
+	// transaction's abort).
+	discard()
+}
+
+// localPart is a part file in progress on the local file system.
+type localPart struct{ *os.File }
+
+func (f localPart) finish() error {
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("parquet: sink: fsync %s: %w", f.Name(), err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("parquet: sink: close %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+func (f localPart) discard() { f.Close() }
+
 // committer is one subtask's part of the sink (used from its task's
 // goroutine only).
 type committer[T any] struct {
 	cfg      *Config[T]
+	obj      *objects // the output on object storage, or nil: the local Dir
 	opts     []pq.WriterOption
 	log      *zap.Logger
 	sub, par int
@@ -367,31 +410,43 @@ func (c *committer[T]) open(b string) (*part[T], error) {
 			return nil, err
 		}
 	}
-	dir := filepath.Join(c.cfg.Dir, filepath.FromSlash(b))
-	if !c.dirs[dir] {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("parquet: sink: bucket directory: %w", err)
-		}
-		c.dirs[dir] = true
-	}
 	name := fmt.Sprintf("%s-%s-%d-%d%s", c.cfg.PartPrefix, c.uid, c.sub, c.counter, c.cfg.PartSuffix)
 	c.counter++
-	p := &part[T]{bucket: b, rel: filepath.Join(filepath.FromSlash(b), name), hidden: filepath.Join(dir, hiddenName(name)), opened: c.cfg.now()}
-	f, err := os.OpenFile(p.hidden, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("parquet: sink: create part file: %w", err)
+	p := &part[T]{bucket: b, rel: filepath.Join(filepath.FromSlash(b), name), opened: c.cfg.now()}
+	if c.obj != nil {
+		up, err := c.obj.start(p.rel)
+		if err != nil {
+			return nil, err
+		}
+		c.cur.Files = append(c.cur.Files, p.rel)
+		c.cur.Uploads = append(c.cur.Uploads, up)
+		p.hidden = c.obj.url + "/" + filepath.ToSlash(p.rel) + " (upload)"
+		p.out = &objectPart{o: c.obj, rel: p.rel, up: up}
+	} else {
+		dir := filepath.Join(c.cfg.Dir, filepath.FromSlash(b))
+		if !c.dirs[dir] {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("parquet: sink: bucket directory: %w", err)
+			}
+			c.dirs[dir] = true
+		}
+		p.hidden = filepath.Join(dir, hiddenName(name))
+		f, err := os.OpenFile(p.hidden, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("parquet: sink: create part file: %w", err)
+		}
+		c.cur.Files = append(c.cur.Files, p.rel)
+		if !slices.Contains(c.synced, dir) {
+			c.synced = append(c.synced, dir)
+		}
+		p.out = localPart{f}
 	}
-	c.cur.Files = append(c.cur.Files, p.rel)
-	if !slices.Contains(c.synced, dir) {
-		c.synced = append(c.synced, dir)
-	}
-	p.f = f
 	if n := len(c.free); n > 0 {
 		p.w = c.free[n-1]
 		c.free = c.free[:n-1]
-		p.w.Reset(f)
+		p.w.Reset(p.out)
 	} else {
-		p.w = pq.NewGenericWriter[T](f, c.opts...)
+		p.w = pq.NewGenericWriter[T](p.out, c.opts...)
 	}
 	p.batch = make([]T, 0, batchLen)
 	c.parts[b] = p
@@ -448,12 +503,9 @@ func (c *committer[T]) roll(p *part[T]) error {
 		}
 	}
 	if err == nil {
-		if err = p.f.Sync(); err != nil {
-			err = fmt.Errorf("parquet: sink: fsync %s: %w", p.hidden, err)
-		}
-	}
-	if cerr := p.f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("parquet: sink: close %s: %w", p.hidden, cerr)
+		err = p.out.finish()
+	} else {
+		p.out.discard()
 	}
 	if err != nil {
 		return err // the writer is dropped: its state is unknown
@@ -489,6 +541,20 @@ func (c *committer[T]) PreCommit(t *txn) error {
 // idempotent. The first commit after a checkpoint completed in this
 // attempt removes what earlier attempts left (see cleanup).
 func (c *committer[T]) Commit(t *txn) error {
+	if c.obj != nil {
+		if len(t.Uploads) != len(t.Files) {
+			return errCorruptTxn
+		}
+		for i, rel := range t.Files {
+			if err := c.obj.commit(rel, t.Uploads[i]); err != nil {
+				return err
+			}
+		}
+		if c.begun && !c.cleaned && !c.closed {
+			c.cleanup()
+		}
+		return nil
+	}
 	var dirs []string
 	for _, rel := range t.Files {
 		final := filepath.Join(c.cfg.Dir, rel)
@@ -523,7 +589,7 @@ func (c *committer[T]) Abort(t *txn) error {
 	var errs []error
 	if t == c.cur && t != nil {
 		for _, p := range c.parts {
-			p.f.Close()
+			p.out.discard()
 			p.w.Reset(io.Discard)
 			if len(c.free) < c.cfg.MaxOpenParts {
 				c.free = append(c.free, p.w)
@@ -532,6 +598,14 @@ func (c *committer[T]) Abort(t *txn) error {
 		clear(c.parts)
 		c.last, c.cur = nil, nil
 		c.synced = c.synced[:0]
+	}
+	if c.obj != nil {
+		for i, rel := range t.Files {
+			if i < len(t.Uploads) {
+				errs = append(errs, c.obj.abort(rel, t.Uploads[i]))
+			}
+		}
+		return errors.Join(errs...)
 	}
 	for _, rel := range t.Files {
 		final := filepath.Join(c.cfg.Dir, rel)
@@ -548,7 +622,7 @@ func (c *committer[T]) Abort(t *txn) error {
 func (c *committer[T]) Close() error {
 	c.closed = true
 	for _, p := range c.parts {
-		p.f.Close()
+		p.out.discard()
 	}
 	clear(c.parts)
 	c.free, c.last = nil, nil

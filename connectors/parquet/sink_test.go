@@ -256,3 +256,32 @@ func TestCancel(t *testing.T) {
 	files, _ := readCommitted(t, out)
 	require.Empty(t, files, "no checkpoint completed, so nothing is committed")
 }
+
+// A directory the sink writes into replaced by a file while the job runs
+// (what a permission error looks like to the sink, testable as root):
+// the job fails with an error naming the sink and the path, and nothing
+// of the failed checkpoint is committed.
+func TestDirReplacedByFileFailsJob(t *testing.T) {
+	out := t.TempDir()
+	env := weir.NewEnvironment(weir.WithRestartStrategy(weir.NoRestart()),
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: time.Hour}))
+	src := weir.FromGenerator(env, 1000, genEvent).WithCodec(eventCodec)
+	late := filepath.Join(out, "late")
+	parquet.Sink(src, parquet.Config[event]{Dir: out, Bucket: func(e event, _ int64) string {
+		if e.ID == 500 {
+			// The bucket's directory is a file by the time the sink
+			// first needs it.
+			if err := os.WriteFile(late, []byte("not a directory"), 0o644); err != nil {
+				panic(err)
+			}
+			return "late"
+		}
+		return "early"
+	}})
+	_, err := env.Execute(testCtx(t))
+	require.ErrorContains(t, err, "parquet: sink")
+	require.ErrorContains(t, err, "bucket directory")
+	require.ErrorContains(t, err, late)
+	files, _ := readCommitted(t, filepath.Join(out, "early"))
+	require.Empty(t, files, "no checkpoint completed, so nothing is committed")
+}

@@ -39,6 +39,14 @@ type committer[T any] struct {
 	closed    bool
 	cleaned   bool // lingering transactions rolled back
 
+	// committing is the result of the COMMIT PREPARED running on ctl in
+	// the background (nil: none). Every call but Write waits for it
+	// first: PreCommit above all, so that a checkpoint completes only
+	// once the commits of the checkpoints before it are done, and a
+	// commit that failed fails the job before a checkpoint without its
+	// transaction exists.
+	committing chan error
+
 	open   *txn // ExactlyOnce: the open transaction
 	begun  bool // its BEGIN was sent
 	buf    []T  // rows not sent yet
@@ -130,6 +138,9 @@ func (c *committer[T]) Begin() (*txn, error) { return c.BeginAfter(0) }
 // begins on the server with its first batch). The first call rolls back
 // the prepared transactions failed attempts left.
 func (c *committer[T]) BeginAfter(last barrier.CheckpointID) (*txn, error) {
+	if err := c.awaitCommit(); err != nil {
+		return nil, err
+	}
 	c.buf = c.buf[:0]
 	if c.cfg.Mode != ExactlyOnce {
 		return &txn{}, nil
@@ -260,6 +271,9 @@ func describeErr(pe *pgconn.PgError) error {
 // transaction id first (to tell, after a failure, a transaction committed
 // already from one rolled back).
 func (c *committer[T]) PreCommit(t *txn) error {
+	if err := c.awaitCommit(); err != nil {
+		return err
+	}
 	if c.cfg.Mode == Upsert {
 		return c.flush()
 	}
@@ -302,7 +316,35 @@ func (c *committer[T]) Commit(t *txn) error {
 	if c.cfg.Mode != ExactlyOnce || t.Empty || !t.PreCommitted {
 		return nil
 	}
-	return c.endPrepared(t, true)
+	if err := c.awaitCommit(); err != nil {
+		return err
+	}
+	ctx, cancel := c.requestCtx()
+	if c.closed || c.ctx == nil {
+		// The commits at the end of the job: nothing follows to wait.
+		defer cancel()
+		return c.endPrepared(ctx, t, true)
+	}
+	// The commit runs on ctl while the task goes on writing on conn: the
+	// next call waits for it.
+	done := make(chan error, 1)
+	c.committing = done
+	go func() {
+		defer cancel()
+		done <- c.endPrepared(ctx, t, true)
+	}()
+	return nil
+}
+
+// awaitCommit waits for the background commit, if any, and returns its
+// error.
+func (c *committer[T]) awaitCommit() error {
+	if c.committing == nil {
+		return nil
+	}
+	err := <-c.committing
+	c.committing = nil
+	return err
 }
 
 // Abort rolls back a transaction: the open one (closing the connection
@@ -314,6 +356,12 @@ func (c *committer[T]) Commit(t *txn) error {
 // reuses the name: rolling it back from here could hit the new
 // transaction of that name.
 func (c *committer[T]) Abort(t *txn) error {
+	// A failed background commit is reported, but the abort goes on.
+	cerr := c.awaitCommit()
+	return errors.Join(cerr, c.abort(t))
+}
+
+func (c *committer[T]) abort(t *txn) error {
 	if c.cfg.Mode != ExactlyOnce {
 		c.buf = c.buf[:0]
 		return nil
@@ -334,20 +382,20 @@ func (c *committer[T]) Abort(t *txn) error {
 	if t.Empty || !t.PreCommitted {
 		return nil
 	}
-	return c.endPrepared(t, false)
+	ctx, cancel := c.requestCtx()
+	defer cancel()
+	return c.endPrepared(ctx, t, false)
 }
 
 // endPrepared runs COMMIT PREPARED or ROLLBACK PREPARED, retrying with a
 // backoff on a new connection while the server is unreachable, until
 // RequestTimeout or the task's end.
-func (c *committer[T]) endPrepared(t *txn, commit bool) error {
+func (c *committer[T]) endPrepared(ctx context.Context, t *txn, commit bool) error {
 	stmt, verb := "COMMIT PREPARED ", "committing"
 	if !commit {
 		stmt, verb = "ROLLBACK PREPARED ", "rolling back"
 	}
 	stmt += quote(t.ID)
-	ctx, cancel := c.requestCtx()
-	defer cancel()
 	err := c.retry(ctx, &c.ctl, func(conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, stmt)
 		var pe *pgconn.PgError
@@ -462,9 +510,10 @@ func (c *committer[T]) rollbackLingering(last barrier.CheckpointID) error {
 
 // Close closes the connection (the open transaction was aborted before).
 func (c *committer[T]) Close() error {
+	err := c.awaitCommit()
 	c.closed = true
 	closeConn(&c.conn)
 	closeConn(&c.ctl)
 	c.begun = false
-	return nil
+	return err
 }

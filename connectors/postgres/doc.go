@@ -9,8 +9,10 @@
 // them BatchSize at a time; at the checkpoint's barrier the transaction is
 // prepared (PREPARE TRANSACTION prefix-subtask-checkpoint, its transaction
 // id recorded) and its name goes into the checkpoint; when the checkpoint
-// completes it is committed (COMMIT PREPARED, on a second connection). A
-// commit retries on a new connection while the server is unreachable.
+// completes it is committed (COMMIT PREPARED, on a second connection, in
+// the background while the subtask writes on; the next checkpoint's
+// pre-commit waits for it). A commit retries on a new connection while
+// the server is unreachable.
 // After a failure the job commits the prepared transactions of the
 // checkpoint it restores (one that is no longer prepared is checked by its
 // transaction id: committed already is fine, rolled back is

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -142,6 +143,12 @@ func count(t *testing.T, conn *pgx.Conn, sql string, args ...any) int {
 	return n
 }
 
+// commitNow commits tx and waits for the commit the committer runs in the
+// background.
+func commitNow[T any](c *committer[T], tx *txn) error {
+	return errors.Join(c.Commit(tx), c.awaitCommit())
+}
+
 // The server restarts between a transaction's prepare and its commit:
 // the commit waits for it on a new connection and succeeds; committing
 // again (as a restore does) is harmless; a prepared transaction rolled
@@ -167,12 +174,12 @@ func TestCommitAcrossServerRestart(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- SharedServer(t).Restart(context.Background(), 300*time.Millisecond) }()
 	time.Sleep(50 * time.Millisecond) // the server is going down or down
-	require.NoError(t, c.Commit(tx))
+	require.NoError(t, commitNow(c, tx))
 	require.NoError(t, <-done)
 
 	conn = sqlConn(t)
 	require.Equal(t, 10, count(t, conn, "SELECT count(*) FROM "+table))
-	require.NoError(t, c.Commit(tx), "committing again")
+	require.NoError(t, commitNow(c, tx), "committing again")
 
 	// A second transaction, rolled back by someone else.
 	tx2, err := c.BeginAfter(1)
@@ -181,7 +188,7 @@ func TestCommitAcrossServerRestart(t *testing.T) {
 	require.NoError(t, c.PreCommit(tx2))
 	_, err = conn.Exec(t.Context(), "ROLLBACK PREPARED '"+tx2.ID+"'")
 	require.NoError(t, err)
-	require.ErrorIs(t, c.Commit(tx2), ErrTransactionLost)
+	require.ErrorIs(t, commitNow(c, tx2), ErrTransactionLost)
 	require.NoError(t, c.Abort(tx2), "aborting one gone already")
 
 	// An empty transaction prepares nothing.

@@ -263,8 +263,11 @@ func TestCancelWhileServerIsGone(t *testing.T) {
 			})
 		}
 	}
+	// The job fails over while the server is gone (a statement in the
+	// middle of a transaction fails), and its new attempt waits for it.
 	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
-		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 1000}))
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 1000}),
+		weir.WithRestartStrategy(weir.FixedDelayRestart(1000, 10*time.Millisecond)))
 	countingJob(env, 1_000_000, 7, k, postgres.SinkConfig[count]{ConnString: s.ConnString(), Table: table, TransactionPrefix: table,
 		BatchSize: 100, RequestTimeout: 10 * time.Minute})
 	j, err := env.Start(ctx)

@@ -57,20 +57,6 @@ func New(ctx context.Context, cfg Config) (*Storage, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	host, secure, lookup := "s3.amazonaws.com", true, minio.BucketLookupAuto
-	if cfg.Endpoint != "" {
-		host, secure, _ = parseEndpoint(cfg.Endpoint)
-		lookup = minio.BucketLookupPath
-	}
-	var creds *credentials.Credentials
-	if cfg.AccessKeyID != "" {
-		creds = credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
-	} else {
-		creds = credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{},
-			&credentials.FileAWSCredentials{},
-		})
-	}
 	s := &Storage{cfg: cfg, bucket: cfg.Bucket, jobID: cfg.JobID, placed: cfg.JobID != "", log: cfg.Logger}
 	s.root = Scheme + cfg.Bucket
 	if cfg.Prefix != "" {
@@ -79,20 +65,11 @@ func New(ctx context.Context, cfg Config) (*Storage, error) {
 	if s.place = joinKey(cfg.Prefix, cfg.JobID); s.place != "" {
 		s.place += "/"
 	}
-	rt := cfg.Transport
-	if rt == nil {
-		tr, err := minio.DefaultTransport(secure)
-		if err != nil {
-			return nil, fmt.Errorf("s3: %w", err)
-		}
-		s.transport, rt = tr, tr
-	}
-	client, err := minio.New(host, &minio.Options{Creds: creds, Secure: secure, Region: cfg.Region,
-		BucketLookup: lookup, Transport: rt, MaxRetries: cfg.MaxRetries + 1})
+	client, tr, err := cfg.client()
 	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("s3: endpoint %s: %w", host, err)
+		return nil, err
 	}
+	s.transport = tr
 	s.client, s.core = client, minio.Core{Client: client}
 	s.mu.shared = map[barrier.CheckpointID][]string{}
 	if err := s.checkBucket(ctx); err != nil {
@@ -100,6 +77,53 @@ func New(ctx context.Context, cfg Config) (*Storage, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Client returns a client of cfg's endpoint with its credentials (the
+// standard chain if it has none), for other users of the same object
+// storage (the Parquet sink's s3:// output), and the transport it made
+// (nil if cfg has one), whose idle connections the caller closes when
+// done. It checks nothing on the network.
+func (c Config) Client() (*minio.Client, *http.Transport, error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	return c.withDefaults().client()
+}
+
+func (c Config) client() (*minio.Client, *http.Transport, error) {
+	host, secure, lookup := "s3.amazonaws.com", true, minio.BucketLookupAuto
+	if c.Endpoint != "" {
+		host, secure, _ = parseEndpoint(c.Endpoint)
+		lookup = minio.BucketLookupPath
+	}
+	var creds *credentials.Credentials
+	if c.AccessKeyID != "" {
+		creds = credentials.NewStaticV4(c.AccessKeyID, c.SecretAccessKey, c.SessionToken)
+	} else {
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{},
+			&credentials.FileAWSCredentials{},
+		})
+	}
+	var made *http.Transport
+	rt := c.Transport
+	if rt == nil {
+		tr, err := minio.DefaultTransport(secure)
+		if err != nil {
+			return nil, nil, fmt.Errorf("s3: %w", err)
+		}
+		made, rt = tr, tr
+	}
+	client, err := minio.New(host, &minio.Options{Creds: creds, Secure: secure, Region: c.Region,
+		BucketLookup: lookup, Transport: rt, MaxRetries: c.MaxRetries + 1})
+	if err != nil {
+		if made != nil {
+			made.CloseIdleConnections()
+		}
+		return nil, nil, fmt.Errorf("s3: endpoint %s: %w", host, err)
+	}
+	return client, made, nil
 }
 
 // checkBucket checks that the bucket exists and the credentials work.
