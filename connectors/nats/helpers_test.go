@@ -174,7 +174,7 @@ type count struct {
 var countCodec = codec.Struct2(codec.String(), func(c count) string { return c.User },
 	codec.Int64(), func(c count) int64 { return c.N }, func(u string, n int64) count { return count{u, n} })
 
-func str(b []byte) (string, error)      { return string(b), nil }
+func str(b []byte) (string, error)     { return string(b), nil }
 func bytesOf(s string) ([]byte, error) { return []byte(s), nil }
 
 // partitions is the split count of the clicks stream: subjects

@@ -386,7 +386,9 @@ func (c *committer[T]) BeginAfter(last barrier.CheckpointID) (*txn, error) {
 	return &txn{Name: c.cfg.MsgIDPrefix + "-" + strconv.Itoa(c.sub) + "-" + strconv.FormatUint(uint64(last)+1, 10)}, nil
 }
 
-func (c *committer[T]) Write(t *txn, v T) error { return c.WriteTimestamped(t, v, eventtime.NoTimestamp) }
+func (c *committer[T]) Write(t *txn, v T) error {
+	return c.WriteTimestamped(t, v, eventtime.NoTimestamp)
+}
 
 // WriteTimestamped implements weir.TimestampWriter: the timestamp goes
 // into TimestampHeader, if set.
