@@ -73,11 +73,13 @@ func publish(t testing.TB, url string, subject func(i int) string, vals []string
 		}
 		_, err := js.PublishMsgAsync(m)
 		require.NoError(t, err)
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-testCtx(t).Done():
-		t.Fatal("publishing: acknowledgements still missing")
+		if i%1000 == 999 || i == len(vals)-1 {
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-testCtx(t).Done():
+				t.Fatal("publishing: acknowledgements still missing")
+			}
+		}
 	}
 }
 
