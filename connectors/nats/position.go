@@ -28,9 +28,13 @@ func (r *reader[T]) Position() ([]byte, error) {
 	pos := encodePosition(ss, r.started || r.restoredStarted)
 	if r.lastMsg != nil {
 		if len(r.acks) == maxPendingAcks {
+			// The oldest go; a later acknowledgement covers them (AckAll),
+			// or they are acknowledged with the next one (explicit).
+			r.acks[1].msgs = append(r.acks[0].msgs, r.acks[1].msgs...)
 			r.acks = append(r.acks[:0], r.acks[1:]...)
 		}
-		r.acks = append(r.acks, pendingAck{pos: pos, msg: r.lastMsg})
+		r.acks = append(r.acks, pendingAck{pos: pos, msg: r.lastMsg, msgs: r.delivered})
+		r.delivered = nil
 	}
 	return pos, nil
 }
@@ -128,19 +132,32 @@ func indexOf(fs []string, f string) int {
 	return -1
 }
 
-// CommitPosition acknowledges, once a checkpoint completed, the last
-// message delivered before it: the consumers acknowledge all messages up
-// to it (AckAll), which a work-queue or interest stream then removes. A
-// failure is logged: the job's positions are in its checkpoints.
+// CommitPosition acknowledges, once a checkpoint completed, the messages
+// delivered before it: the last one, which acknowledges all up to it
+// (AckAll), or, on a work-queue stream (whose consumers must acknowledge
+// explicitly), each of them; a work-queue or interest stream then removes
+// them. A failure is logged: the job's positions are in its checkpoints.
 func (r *reader[T]) CommitPosition(pos []byte) error {
 	for i := len(r.acks) - 1; i >= 0; i-- {
 		if !bytes.Equal(r.acks[i].pos, pos) {
 			continue
 		}
-		m := r.acks[i].msg
-		clear(r.acks[:i+1])
+		done := r.acks[:i+1]
+		var err error
+		if r.explicit {
+			for _, a := range done {
+				for _, m := range a.msgs {
+					if e := m.Ack(); e != nil && err == nil && !errors.Is(e, jetstream.ErrMsgAlreadyAckd) {
+						err = e
+					}
+				}
+			}
+		} else if e := done[i].msg.Ack(); e != nil && !errors.Is(e, jetstream.ErrMsgAlreadyAckd) {
+			err = e
+		}
+		clear(done)
 		r.acks = append(r.acks[:0], r.acks[i+1:]...)
-		if err := m.Ack(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) && r.ctx.Err() == nil {
+		if err != nil && r.ctx.Err() == nil {
 			r.log.Warn("acknowledging messages failed", zap.Error(err))
 		}
 		return nil

@@ -297,6 +297,10 @@ type reader[T any] struct {
 	// complete with the message to acknowledge when they are.
 	lastMsg jetstream.Msg
 	acks    []pendingAck
+	// explicit: a work-queue stream, whose consumers must acknowledge each
+	// message; delivered holds those since the last position.
+	explicit  bool
+	delivered []jetstream.Msg
 
 	ctx    context.Context // of the fetcher
 	cancel context.CancelFunc
@@ -311,8 +315,9 @@ type reader[T any] struct {
 }
 
 type pendingAck struct {
-	pos []byte
-	msg jetstream.Msg
+	pos  []byte
+	msg  jetstream.Msg   // AckAll: the last delivered
+	msgs []jetstream.Msg // explicit: every one delivered since the previous position
 }
 
 // maxPendingAcks bounds the positions kept for acknowledgement while no
@@ -402,15 +407,25 @@ func (r *reader[T]) Start(splits *weir.Splits) error {
 		r.log.Warn("the stream no longer holds messages the source has not read (retention removed them)",
 			zap.Uint64("next", from), zap.Uint64("firstInStream", info.State.FirstSeq))
 	}
+	r.explicit = info.Config.Retention == jetstream.WorkQueuePolicy
+	ackPolicy := jetstream.AckAllPolicy
+	if r.explicit {
+		ackPolicy = jetstream.AckExplicitPolicy // a work queue takes no other
+	}
 	cc := jetstream.ConsumerConfig{
 		Name:              r.consumerName(r.sub),
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       from,
-		AckPolicy:         jetstream.AckAllPolicy,
+		AckPolicy:         ackPolicy,
 		AckWait:           r.cfg.AckWait,
 		MaxAckPending:     -1,
 		InactiveThreshold: max(r.cfg.AckWait, 10*time.Minute),
 		Description:       "weir nats source",
+	}
+	if r.explicit {
+		// A work queue delivers from its first message (what is acknowledged
+		// is gone); the positions skip the rest.
+		cc.DeliverPolicy, cc.OptStartSeq = jetstream.DeliverAllPolicy, 0
 	}
 	switch {
 	case len(live) == 1 && live[0] != "":
@@ -566,6 +581,9 @@ func (r *reader[T]) Poll() (weir.SplitRecord[T], weir.ReadStatus, error) {
 				return zero, weir.EndOfInput, fmt.Errorf("nats: source %s: a message without JetStream metadata (reply %q)", r.cfg.Stream, m.Reply())
 			}
 			r.lastMsg = m
+			if r.explicit {
+				r.delivered = append(r.delivered, m)
+			}
 			s := r.splitOf(m.Subject())
 			if s == nil {
 				continue // not ours (the filters changed)
