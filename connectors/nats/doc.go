@@ -16,9 +16,11 @@
 // is kept in the job's checkpoints, not in the consumer: a restarted job
 // creates its consumers anew at the checkpointed sequences and skips
 // what it has read, so exactly-once never relies on acknowledgements.
-// The consumers acknowledge (AckAll) the messages a checkpoint covers only
-// once it completes, so that a work-queue or interest stream removes a
-// message only when no restore can need it again.
+// The consumers acknowledge the messages a checkpoint covers only once it
+// completes (AckAll: the last one; on a work-queue stream, which takes
+// only explicit acknowledgements, each one, kept until then), so that a
+// work-queue or interest stream removes a message only when no restore
+// can need it again.
 //
 // Records carry the time the stream stored the message as event time, or
 // a header's (TimestampHeader), or what the WatermarkStrategy's timestamp
