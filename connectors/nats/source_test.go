@@ -180,3 +180,54 @@ func TestRestoreAtAnotherParallelism(t *testing.T) {
 		})
 	}
 }
+
+// Per-split watermarks: subject a is 10 s ahead in event time, b behind,
+// c empty. The lagging split's records are not late, and windows fire
+// while the job runs (the empty split turns idle).
+func TestPerSplitWatermarksWithAnIdleSplit(t *testing.T) {
+	s := server(t)
+	createStream(t, s.URL(), "events", "ev.*")
+	base := int64(1_700_000_000_000)
+	var vals []string
+	for range 400 {
+		vals = append(vals, "ahead", "behind")
+	}
+	// Message i: "ahead" on ev.a, "behind" on ev.b, 10 ms apart per pair.
+	publish(t, s.URL(), func(i int) string { return []string{"ev.a", "ev.b"}[i%2] }, vals, func(i int) natsgo.Header {
+		ts := base + int64(i/2)*10
+		if i%2 == 0 {
+			ts += 10_000
+		}
+		return natsgo.Header{"Event-Time": []string{strconv.FormatInt(ts, 10)}}
+	})
+	env := weir.NewEnvironment(weir.WithParallelism(1), weir.WithBufferTimeout(time.Millisecond),
+		weir.WithAutoWatermarkInterval(5*time.Millisecond))
+	src := weirnats.Source(env, weirnats.SourceConfig[string]{URL: s.URL(), Stream: "events", Consumer: "wm",
+		Subjects: []string{"ev.a", "ev.b", "ev.c"}, Deserializer: weirnats.Values(str), TimestampHeader: "Event-Time",
+		Watermarks: weir.BoundedOutOfOrderness[string](0, nil).WithIdleness(time.Second)})
+	ws := weir.Window(weir.KeyBy(weir.Map(src, func(s string) count { return count{s, 1} }).WithCodec(countCodec),
+		func(c count) string { return c.User }, codec.String()), weir.TumblingWindows(time.Second))
+	fired := make(chan weir.Windowed[string, count], 100)
+	weir.SinkFunc(weir.WindowReduce(ws, func(a, b count) count { a.N += b.N; return a }), func(w weir.Windowed[string, count]) error {
+		fired <- w
+		return nil
+	})
+	var late atomic.Int64
+	weir.SinkFunc(ws.LateData(), func(count) error { late.Add(1); return nil })
+	ctx := testCtx(t)
+	j, err := env.Start(ctx)
+	require.NoError(t, err)
+	// The behind split's first window closes once its watermark passes it
+	// (the ahead split is ahead, ev.c idle).
+	select {
+	case w := <-fired:
+		require.Equal(t, "behind", w.Key)
+		require.EqualValues(t, 100, w.Value.N)
+	case <-ctx.Done():
+		t.Fatal("no window fired: the empty split stalled event time")
+	}
+	j.Cancel()
+	_, err = j.Wait()
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, late.Load(), "records of the lagging split were late")
+}
