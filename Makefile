@@ -42,7 +42,7 @@ soak-ha:
 # baselines among them; the last line is the in-process exchange's ratio to
 # the ideal pipeline measured in the same run.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./buffer/ ./network/... ./state/... ./codec/ ./eventtime/... . ./connectors/kafka/ | awk -f scripts/ratio.awk
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./buffer/ ./network/... ./state/... ./codec/ ./eventtime/... . ./connectors/kafka/ ./connectors/nats/ | awk -f scripts/ratio.awk
 
 # BenchmarkStateBackend with 10 M keys (pebble's cache=1% case caches
 # 100,000 of them): not part of bench, loading the keys takes minutes.
