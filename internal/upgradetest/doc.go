@@ -4,7 +4,8 @@
 // upgrade checked against the exact output of an uninterrupted run or
 // against the error that refuses it: a keyed running sum into a file sink
 // (upgrade_test.go); windows, an interval join, async I/O and a keyed
-// co-process function (operators_test.go); renamed sources and sinks, a
+// co-process function (operators_test.go); a broadcast state
+// (broadcast_test.go); renamed sources and sinks, a
 // Kafka source with another topic list, a two-phase-commit sink's
 // transaction type (kinds_test.go); a source that had finished
 // (finished_test.go); a savepoint of metadata version 4
