@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,4 +41,20 @@ func TestFinalCommitsAfterFailureKeepCompletedCheckpoints(t *testing.T) {
 	// Resolved once: nothing is left to commit.
 	require.NoError(t, o.final.Resolve(true, 0))
 	require.Equal(t, []int{100}, c.committed)
+}
+
+func TestTxnHandleCodec(t *testing.T) {
+	for _, h := range []TxnHandle{{}, {ID: "p-1-2", PreCommitted: true}, {ID: "x", Empty: true, PreCommitted: true}} {
+		b := AppendTxnHandle([]byte{9}, h, []byte{1, 2, 3})
+		got, extra, err := DecodeTxnHandle(b[1:], 3)
+		if err != nil || got != h || string(extra) != "\x01\x02\x03" {
+			t.Fatalf("%+v: decoded %+v, %v, %v", h, got, extra, err)
+		}
+	}
+	b := AppendTxnHandle(nil, TxnHandle{ID: "ab"}, []byte{7})
+	for _, bad := range [][]byte{nil, {0}, b[:len(b)-1], append(b, 0), append(b[:len(b)-1:len(b)-1], 4)} {
+		if _, _, err := DecodeTxnHandle(bad, 1); !errors.Is(err, ErrCorruptTxnHandle) {
+			t.Fatalf("%v: got %v, want ErrCorruptTxnHandle", bad, err)
+		}
+	}
 }

@@ -1,12 +1,10 @@
 package kafka_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,21 +14,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// jobTimeout bounds every job of a test: a liveness bug fails the test
-// with a message instead of hanging the run.
-const jobTimeout = 2 * time.Minute
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeoutCause(t.Context(), jobTimeout,
-		fmt.Errorf("test %s: still running after %v: a liveness bug", t.Name(), jobTimeout))
-	t.Cleanup(cancel)
-	return ctx
-}
+var testCtx = connectortest.Context
 
 // broker starts an in-process Kafka broker with the given topics (name ->
 // partitions) and returns its address.
@@ -131,42 +120,4 @@ func runningCounts(vals []string) []string {
 	return out
 }
 
-// killer fails the records it sees at the given counts (over every
-// subtask and attempt), each once; after the first, only once a new
-// checkpoint completed since the previous failure, so that restores
-// from checkpoints are exercised. It slows the job a little so that
-// checkpoints complete while it runs.
-type killer struct {
-	job atomic.Pointer[weir.Job]
-	at  []int64
-	// onRecord, if set, sees the count of every record.
-	onRecord func(n int64)
-	seen     atomic.Int64
-	next     atomic.Int64
-	ckptAt   atomic.Int64
-}
-
-func (k *killer) check() {
-	c := k.seen.Add(1)
-	if k.onRecord != nil {
-		k.onRecord(c)
-	}
-	if c%10 == 0 {
-		time.Sleep(200 * time.Microsecond)
-	}
-	i := k.next.Load()
-	if int(i) >= len(k.at) || c < k.at[i] {
-		return
-	}
-	j := k.job.Load()
-	if j == nil {
-		return
-	}
-	done := int64(j.CheckpointStats().Completed)
-	if (i == 0 || done > k.ckptAt.Load()) && k.next.CompareAndSwap(i, i+1) {
-		k.ckptAt.Store(done)
-		panic(fmt.Sprintf("injected failure %d at record %d", i, c))
-	}
-}
-
-func (k *killer) done() int { return int(k.next.Load()) }
+type killer = connectortest.Killer

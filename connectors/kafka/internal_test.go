@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/weirstream/weir"
 	"go.uber.org/zap"
 )
 
@@ -99,7 +100,7 @@ func TestParseTxnID(t *testing.T) {
 }
 
 func TestTxnCodec(t *testing.T) {
-	for _, x := range []*txn{{ID: "p-1-2", ProducerID: 77, Epoch: 3, PreCommitted: true}, {ID: "q", Empty: true, PreCommitted: true}, {}} {
+	for _, x := range []*txn{{TxnHandle: weir.TxnHandle{ID: "p-1-2", PreCommitted: true}, ProducerID: 77, Epoch: 3}, {TxnHandle: weir.TxnHandle{ID: "q", Empty: true, PreCommitted: true}}, {}} {
 		got, err := txnCodec{}.Decode(txnCodec{}.Append(nil, x))
 		require.NoError(t, err)
 		require.Equal(t, x, got)

@@ -38,7 +38,7 @@ func bytesOf(s string) ([]byte, error)  { return []byte(s), nil }
 func countingJob(env *weir.Environment, addrs []string, k *killer, g kafka.Guarantee, prefix string) {
 	src := kafka.Source(env, kafka.SourceConfig[string]{Brokers: addrs, Topics: []string{"clicks"},
 		Deserializer: kafka.Values(strings2), Bounded: true}).UID("clicks")
-	faulty := weir.Map(src, func(s string) count { k.check(); return count{userOf(s), 1} }).WithCodec(countCodec)
+	faulty := weir.Map(src, func(s string) count { k.Check(); return count{userOf(s), 1} }).WithCodec(countCodec)
 	counts := weir.Reduce(weir.KeyBy(faulty, func(c count) string { return c.User }, codec.String()),
 		func(a, b count) count { a.N += b.N; return a }).UID("counts")
 	out := weir.Map(counts, func(c count) string { return c.User + ":" + strconv.FormatInt(c.N, 10) })
@@ -59,18 +59,18 @@ func TestExactlyOnceEndToEnd(t *testing.T) {
 				produce(t, addrs, "clicks", 4, in, nil)
 				env := weir.NewEnvironment(weir.WithParallelism(p), weir.WithTCPExchanges(tcp), weir.WithBufferTimeout(time.Millisecond),
 					weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 100}))
-				k := &killer{at: []int64{1000, 3000, 5000}}
+				k := &killer{At: []int64{1000, 3000, 5000}}
 				countingJob(env, addrs, k, kafka.ExactlyOnce, "counts-eo")
 				j, err := env.Start(testCtx(t))
 				require.NoError(t, err)
-				k.job.Store(j)
+				k.Job.Store(j)
 				res, err := j.Wait()
 				require.NoError(t, err)
 				require.GreaterOrEqual(t, res.Restarts, 1)
 				got := readCommitted(t, addrs, "counts")
 				slices.Sort(got)
 				require.Equal(t, runningCounts(in), got)
-				t.Logf("restarts %d, kills %d, checkpoints %d", res.Restarts, k.done(), res.Checkpoints.Completed)
+				t.Logf("restarts %d, kills %d, checkpoints %d", res.Restarts, k.Done(), res.Checkpoints.Completed)
 			})
 		}
 	}
@@ -83,11 +83,11 @@ func TestAtLeastOnceLosesNothing(t *testing.T) {
 	produce(t, addrs, "clicks", 4, in, nil)
 	env := weir.NewEnvironment(weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, Mode: weir.AtLeastOnce, TolerableFailures: 100}))
-	k := &killer{at: []int64{1500, 3000}}
+	k := &killer{At: []int64{1500, 3000}}
 	countingJob(env, addrs, k, kafka.AtLeastOnce, "")
 	j, err := env.Start(testCtx(t))
 	require.NoError(t, err)
-	k.job.Store(j)
+	k.Job.Store(j)
 	res, err := j.Wait()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.Restarts, 1)

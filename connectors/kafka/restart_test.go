@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 	"github.com/weirstream/weir/connectors/kafka"
 )
 
@@ -51,10 +52,10 @@ func TestBrokerRestartDuringJob(t *testing.T) {
 	)
 	defer wg.Wait()
 	k := &killer{}
-	k.onRecord = func(n int64) {
+	k.OnRecord = func(n int64) {
 		switch {
 		case fired[0].Load() == 0:
-			if n >= 5000 && k.job.Load() != nil && k.job.Load().CheckpointStats().Completed >= 2 {
+			if n >= 5000 && k.Job.Load() != nil && k.Job.Load().CheckpointStats().Completed >= 2 {
 				removed.Do(func() {
 					fired[0].Store(n)
 					wg.Go(func() { restartErr[0] = c.RemoveNode(node) })
@@ -77,7 +78,7 @@ func TestBrokerRestartDuringJob(t *testing.T) {
 	countingJob(env, addrs, k, kafka.ExactlyOnce, "counts-restart")
 	j, err := env.Start(testCtx(t))
 	require.NoError(t, err)
-	k.job.Store(j)
+	k.Job.Store(j)
 	res, err := j.Wait()
 	require.NoError(t, err)
 	wg.Wait()
@@ -112,8 +113,8 @@ func TestCancelWhileKafkaIsGone(t *testing.T) {
 	defer cancel()
 	var gone sync.Once
 	k := &killer{}
-	k.onRecord = func(n int64) {
-		if n >= 3000 && k.job.Load() != nil && k.job.Load().CheckpointStats().Completed >= 1 {
+	k.OnRecord = func(n int64) {
+		if n >= 3000 && k.Job.Load() != nil && k.Job.Load().CheckpointStats().Completed >= 1 {
 			gone.Do(func() {
 				c.Close() // the broker is gone for good
 				time.AfterFunc(100*time.Millisecond, cancel)
@@ -124,18 +125,11 @@ func TestCancelWhileKafkaIsGone(t *testing.T) {
 		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, TolerableFailures: 1000}))
 	src := kafka.Source(env, kafka.SourceConfig[string]{Brokers: addrs, Topics: []string{"clicks"},
 		Deserializer: kafka.Values(strings2), Bounded: true})
-	out := weir.Map(src, func(s string) string { k.check(); return s })
+	out := weir.Map(src, func(s string) string { k.Check(); return s })
 	kafka.Sink(out, kafka.SinkConfig[string]{Brokers: addrs, Topic: "counts", Value: bytesOf, Guarantee: kafka.ExactlyOnce,
 		TransactionalIDPrefix: "cancel", TransactionTimeout: 12 * time.Minute, RequestTimeout: 10 * time.Minute})
 	j, err := env.Start(ctx)
 	require.NoError(t, err)
-	k.job.Store(j)
-	done := make(chan error, 1)
-	go func() { _, err := j.Wait(); done <- err }()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(time.Minute):
-		t.Fatal("the job did not return within a minute of its cancellation")
-	}
+	k.Job.Store(j)
+	connectortest.RequireCanceled(t, j)
 }

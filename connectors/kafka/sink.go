@@ -157,50 +157,33 @@ func Sink[T any](s *weir.Stream[T], cfg SinkConfig[T]) *weir.Sink {
 	}).Name(name)
 }
 
-// txn is a sink transaction as checkpointed. For at-least-once and none
-// it is empty: the guarantee needs no handle.
+// txn is a sink transaction as checkpointed: its transactional id and
+// flags (weir.TxnHandle), and the producer id and epoch the pre-commit
+// sets. For at-least-once and none it is empty: the guarantee needs no
+// handle.
 type txn struct {
-	ID         string // transactional id
-	ProducerID int64  // set by the pre-commit
+	weir.TxnHandle
+	ProducerID int64
 	Epoch      int16
-	Empty      bool // nothing was written: nothing to commit
-	// PreCommitted: flushed, ProducerID and Epoch are set.
-	PreCommitted bool
 }
 
-// txnCodec encodes a *txn: id (2-byte length, bytes), producer id (8),
-// epoch (2), flags (1: empty, 2: pre-committed).
+// txnCodec encodes a *txn as a weir.TxnHandle with the producer id (8
+// bytes) and epoch (2) as its extra fields.
 type txnCodec struct{}
 
 func (txnCodec) Append(dst []byte, t *txn) []byte {
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(t.ID)))
-	dst = append(dst, t.ID...)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(t.ProducerID))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(t.Epoch))
-	var f byte
-	if t.Empty {
-		f |= 1
-	}
-	if t.PreCommitted {
-		f |= 2
-	}
-	return append(dst, f)
+	var extra [10]byte
+	binary.BigEndian.PutUint64(extra[:], uint64(t.ProducerID))
+	binary.BigEndian.PutUint16(extra[8:], uint16(t.Epoch))
+	return weir.AppendTxnHandle(dst, t.TxnHandle, extra[:])
 }
 
 func (txnCodec) Decode(src []byte) (*txn, error) {
-	if len(src) < 2 {
-		return nil, errors.New("kafka: corrupt sink transaction")
+	h, extra, err := weir.DecodeTxnHandle(src, 10)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: sink transaction: %w", err)
 	}
-	l := int(binary.BigEndian.Uint16(src))
-	if len(src) != 2+l+11 {
-		return nil, errors.New("kafka: corrupt sink transaction")
-	}
-	t := &txn{ID: string(src[2 : 2+l])}
-	src = src[2+l:]
-	t.ProducerID = int64(binary.BigEndian.Uint64(src))
-	t.Epoch = int16(binary.BigEndian.Uint16(src[8:]))
-	t.Empty, t.PreCommitted = src[10]&1 != 0, src[10]&2 != 0
-	return t, nil
+	return &txn{TxnHandle: h, ProducerID: int64(binary.BigEndian.Uint64(extra)), Epoch: int16(binary.BigEndian.Uint16(extra[8:]))}, nil
 }
 
 // committer is one sink subtask's TwoPhaseCommitter. Exactly-once: a
@@ -310,7 +293,7 @@ func (c *committer[T]) BeginAfter(last barrier.CheckpointID) (*txn, error) {
 		cl.Close()
 		return nil, fmt.Errorf("kafka: sink: beginning transaction %s: %w", id, err)
 	}
-	c.cl, c.open, c.records = cl, &txn{ID: id}, 0
+	c.cl, c.open, c.records = cl, &txn{TxnHandle: weir.TxnHandle{ID: id}}, 0
 	return c.open, nil
 }
 

@@ -1,7 +1,6 @@
 package parquet_test
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -15,20 +14,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// jobTimeout bounds every job of a test: a liveness bug fails the test
-// with a message instead of hanging the run.
-const jobTimeout = 2 * time.Minute
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeoutCause(t.Context(), jobTimeout,
-		fmt.Errorf("test %s: still running after %v: a liveness bug", t.Name(), jobTimeout))
-	t.Cleanup(cancel)
-	return ctx
-}
+var testCtx = connectortest.Context
 
 // event is the record type of the tests: its Parquet schema comes from
 // the struct.

@@ -140,7 +140,7 @@ func (c *committer[T]) BeginAfter(last barrier.CheckpointID) (*txn, error) {
 		}
 		c.cleaned = true
 	}
-	c.open = &txn{GID: gid(c.cfg.TransactionPrefix, c.sub, uint64(last)+1)}
+	c.open = &txn{TxnHandle: weir.TxnHandle{ID: gid(c.cfg.TransactionPrefix, c.sub, uint64(last)+1)}}
 	c.begun = false
 	return c.open, nil
 }
@@ -205,12 +205,12 @@ func (c *committer[T]) flushTxn(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return c.errorf("transaction %s: begin: %w", c.open.GID, err)
+			return c.errorf("transaction %s: begin: %w", c.open.ID, err)
 		}
 		c.begun = true
 	}
 	if err := c.copy(ctx, c.table); err != nil {
-		return c.errorf("transaction %s: %w", c.open.GID, err)
+		return c.errorf("transaction %s: %w", c.open.ID, err)
 	}
 	return nil
 }
@@ -278,14 +278,14 @@ func (c *committer[T]) PreCommit(t *txn) error {
 	defer cancel()
 	var xid string
 	if err := c.conn.QueryRow(ctx, "SELECT pg_current_xact_id()::text").Scan(&xid); err != nil {
-		return c.errorf("transaction %s: reading its id: %w", t.GID, err)
+		return c.errorf("transaction %s: reading its id: %w", t.ID, err)
 	}
 	x, err := strconv.ParseUint(xid, 10, 64)
 	if err != nil {
-		return c.errorf("transaction %s: id %q: %w", t.GID, xid, err)
+		return c.errorf("transaction %s: id %q: %w", t.ID, xid, err)
 	}
-	if _, err := c.conn.Exec(ctx, "PREPARE TRANSACTION "+quote(t.GID)); err != nil {
-		return c.errorf("preparing transaction %s: %w", t.GID, err)
+	if _, err := c.conn.Exec(ctx, "PREPARE TRANSACTION "+quote(t.ID)); err != nil {
+		return c.errorf("preparing transaction %s: %w", t.ID, err)
 	}
 	t.XID, t.PreCommitted = x, true
 	c.open, c.begun = nil, false
@@ -345,7 +345,7 @@ func (c *committer[T]) endPrepared(t *txn, commit bool) error {
 	if !commit {
 		stmt, verb = "ROLLBACK PREPARED ", "rolling back"
 	}
-	stmt += quote(t.GID)
+	stmt += quote(t.ID)
 	ctx, cancel := c.requestCtx()
 	defer cancel()
 	err := c.retry(ctx, &c.ctl, func(conn *pgx.Conn) error {
@@ -360,7 +360,7 @@ func (c *committer[T]) endPrepared(t *txn, commit bool) error {
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrTransactionLost) {
-		return c.errorf("%s transaction %s: %w", verb, t.GID, err)
+		return c.errorf("%s transaction %s: %w", verb, t.ID, err)
 	}
 	return err
 }
@@ -401,21 +401,21 @@ func (c *committer[T]) retry(ctx context.Context, conn **pgx.Conn, fn func(*pgx.
 func (c *committer[T]) committedAlready(ctx context.Context, conn *pgx.Conn, t *txn) error {
 	var status *string
 	if err := conn.QueryRow(ctx, "SELECT pg_xact_status($1::text::xid8)", strconv.FormatUint(t.XID, 10)).Scan(&status); err != nil {
-		return c.errorf("transaction %s (id %d) is not prepared, and its status is unknown: %w", t.GID, t.XID, err)
+		return c.errorf("transaction %s (id %d) is not prepared, and its status is unknown: %w", t.ID, t.XID, err)
 	}
 	switch {
 	case status == nil:
 		// Too old for the server to remember: committed long ago (a
 		// rolled-back one would have been found out by an earlier run).
 		c.log.Warn("a prepared transaction to commit again is too old for the server to tell its status: taken as committed",
-			zap.String("gid", t.GID), zap.Uint64("xid", t.XID))
+			zap.String("gid", t.ID), zap.Uint64("xid", t.XID))
 		return nil
 	case *status == "committed":
 		return nil
 	case *status == "aborted":
-		return fmt.Errorf("%w: %s (transaction id %d) was rolled back before the job committed it: its rows are lost", ErrTransactionLost, t.GID, t.XID)
+		return fmt.Errorf("%w: %s (transaction id %d) was rolled back before the job committed it: its rows are lost", ErrTransactionLost, t.ID, t.XID)
 	}
-	return c.errorf("transaction %s (id %d) is not prepared, and its status is %s", t.GID, t.XID, *status)
+	return c.errorf("transaction %s (id %d) is not prepared, and its status is %s", t.ID, t.XID, *status)
 }
 
 // rollbackLingering rolls back the prepared transactions of this sink's

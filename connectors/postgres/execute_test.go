@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 	"github.com/weirstream/weir/connectors/postgres"
 )
 
@@ -118,5 +119,5 @@ func TestNoPreparedTransactions(t *testing.T) {
 	countingJob(env, 100, 3, nil, postgres.SinkConfig[count]{ConnString: s.ConnString(), Table: table, Mode: postgres.Upsert, Key: []string{"usr"}})
 	_, err = env.Execute(testCtx(t))
 	require.NoError(t, err)
-	requireSame(t, finalCounts(100, 3), rows(t, table))
+	connectortest.RequireSame(t, finalCounts(100, 3), rows(t, table))
 }

@@ -7,9 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 	"github.com/weirstream/weir/connectors/postgres"
 	"github.com/weirstream/weir/internal/pgtest"
 )
@@ -24,16 +23,7 @@ import (
 // server returns the package's server (see SharedServer).
 func server(t testing.TB) *pgtest.Server { return postgres.SharedServer(t) }
 
-// jobTimeout bounds every job of a test: a liveness bug fails the test
-// with a message instead of hanging the run.
-const jobTimeout = 2 * time.Minute
-
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeoutCause(t.Context(), jobTimeout,
-		fmt.Errorf("test %s: still running after %v: a liveness bug", t.Name(), jobTimeout))
-	t.Cleanup(cancel)
-	return ctx
-}
+var testCtx = connectortest.Context
 
 // connect opens a connection for the test's own queries.
 func connect(t testing.TB) *pgx.Conn {
@@ -83,7 +73,7 @@ func countRow(c count, row []any) error { row[0], row[1] = c.User, c.N; return n
 // per user (keyed state) -> cfg's sink, with failures from k.
 func countingJob(env *weir.Environment, n int64, users int, k *killer, cfg postgres.SinkConfig[count]) {
 	src := weir.FromGenerator(env, n, func(i int64) int64 { return i }).UID("clicks")
-	faulty := weir.Map(src, func(i int64) count { k.check(); return count{fmt.Sprintf("u%d", i%int64(users)), 1} }).WithCodec(countCodec)
+	faulty := weir.Map(src, func(i int64) count { k.Check(); return count{fmt.Sprintf("u%d", i%int64(users)), 1} }).WithCodec(countCodec)
 	counts := weir.Reduce(weir.KeyBy(faulty, func(c count) string { return c.User }, codec.String()),
 		func(a, b count) count { a.N += b.N; return a }).UID("counts")
 	if cfg.Columns == nil {
@@ -123,37 +113,6 @@ func finalCounts(n int64, users int) []string {
 	return out
 }
 
-// requireSame fails the test with what is missing and what is extra
-// (the first few of each) unless got is want (both sorted).
-func requireSame(t testing.TB, want, got []string) {
-	t.Helper()
-	if slices.Equal(want, got) {
-		return
-	}
-	w, g := map[string]int{}, map[string]int{}
-	for _, v := range want {
-		w[v]++
-	}
-	for _, v := range got {
-		g[v]++
-	}
-	var missing, extra []string
-	for v, n := range w {
-		if g[v] < n {
-			missing = append(missing, v)
-		}
-	}
-	for v, n := range g {
-		if w[v] < n {
-			extra = append(extra, v)
-		}
-	}
-	slices.Sort(missing)
-	slices.Sort(extra)
-	t.Fatalf("got %d rows, want %d: %d missing (%v), %d extra or duplicated (%v)",
-		len(got), len(want), len(missing), missing[:min(10, len(missing))], len(extra), extra[:min(10, len(extra))])
-}
-
 // rows reads table's (usr, n) as "usr:n", sorted.
 func rows(t testing.TB, table string) []string {
 	t.Helper()
@@ -177,54 +136,7 @@ func prepared(t testing.TB, prefix string) []string {
 	return out
 }
 
-// killer fails the records it sees at the given counts (over every
-// subtask and attempt), each once; after the first, only once a new
-// checkpoint completed since the previous failure, so that restores
-// from checkpoints are exercised. It slows the job a little so that
-// checkpoints complete while it runs.
-type killer struct {
-	job atomic.Pointer[weir.Job]
-	at  []int64
-	// onRecord, if set, sees the count of every record.
-	onRecord func(n int64)
-	seen     atomic.Int64
-	next     atomic.Int64
-	ckptAt   atomic.Int64
-}
-
-func (k *killer) check() {
-	if k == nil {
-		return
-	}
-	c := k.seen.Add(1)
-	if k.onRecord != nil {
-		k.onRecord(c)
-	}
-	if c%10 == 0 {
-		time.Sleep(200 * time.Microsecond)
-	}
-	i := k.next.Load()
-	if int(i) >= len(k.at) || c < k.at[i] {
-		return
-	}
-	j := k.job.Load()
-	if j == nil {
-		return
-	}
-	done := int64(j.CheckpointStats().Completed)
-	if (i == 0 || done > k.ckptAt.Load()) && k.next.CompareAndSwap(i, i+1) {
-		k.ckptAt.Store(done)
-		panic(fmt.Sprintf("injected failure %d at record %d", i, c))
-	}
-}
-
-func (k *killer) done() int { return int(k.next.Load()) }
-
-// completed reports whether the job has completed at least n checkpoints.
-func (k *killer) completed(n int) bool {
-	j := k.job.Load()
-	return j != nil && j.CheckpointStats().Completed >= n
-}
+type killer = connectortest.Killer
 
 func testLogger() *zap.Logger {
 	if os.Getenv("PGTEST_LOG") == "" {

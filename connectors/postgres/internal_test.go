@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/internal/pgtest"
 )
@@ -63,12 +64,12 @@ func SharedServer(t testing.TB) *pgtest.Server {
 }
 
 func TestTxnCodec(t *testing.T) {
-	for _, tx := range []*txn{{}, {GID: "p-1-2", XID: 1 << 40, PreCommitted: true}, {GID: "x", Empty: true, PreCommitted: true}} {
+	for _, tx := range []*txn{{}, {TxnHandle: weir.TxnHandle{ID: "p-1-2", PreCommitted: true}, XID: 1 << 40}, {TxnHandle: weir.TxnHandle{ID: "x", Empty: true, PreCommitted: true}}} {
 		got, err := txnCodec{}.Decode(txnCodec{}.Append(nil, tx))
 		require.NoError(t, err)
 		require.Equal(t, tx, got)
 	}
-	b := txnCodec{}.Append(nil, &txn{GID: "p-1-2"})
+	b := txnCodec{}.Append(nil, &txn{TxnHandle: weir.TxnHandle{ID: "p-1-2"}})
 	for _, bad := range [][]byte{nil, {0}, b[:len(b)-1], append(b, 0)} {
 		_, err := txnCodec{}.Decode(bad)
 		require.ErrorContains(t, err, "corrupt")
@@ -152,7 +153,7 @@ func TestCommitAcrossServerRestart(t *testing.T) {
 	c := testCommitter(t, table, 0, 1)
 	tx, err := c.BeginAfter(0)
 	require.NoError(t, err)
-	require.Equal(t, table+"-0-1", tx.GID)
+	require.Equal(t, table+"-0-1", tx.ID)
 	for i := range int64(10) {
 		require.NoError(t, c.Write(tx, pair{i, "a"}))
 	}
@@ -160,7 +161,7 @@ func TestCommitAcrossServerRestart(t *testing.T) {
 	require.True(t, tx.PreCommitted)
 	require.NotZero(t, tx.XID)
 	require.Zero(t, count(t, conn, "SELECT count(*) FROM "+table), "prepared rows are invisible")
-	require.Equal(t, 1, count(t, conn, "SELECT count(*) FROM pg_prepared_xacts WHERE gid = $1", tx.GID))
+	require.Equal(t, 1, count(t, conn, "SELECT count(*) FROM pg_prepared_xacts WHERE gid = $1", tx.ID))
 
 	conn.Close(t.Context())
 	done := make(chan error, 1)
@@ -178,7 +179,7 @@ func TestCommitAcrossServerRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Write(tx2, pair{100, "b"}))
 	require.NoError(t, c.PreCommit(tx2))
-	_, err = conn.Exec(t.Context(), "ROLLBACK PREPARED '"+tx2.GID+"'")
+	_, err = conn.Exec(t.Context(), "ROLLBACK PREPARED '"+tx2.ID+"'")
 	require.NoError(t, err)
 	require.ErrorIs(t, c.Commit(tx2), ErrTransactionLost)
 	require.NoError(t, c.Abort(tx2), "aborting one gone already")
@@ -207,7 +208,7 @@ func TestRollbackLingering(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.Write(tx, pair{id, "x"}))
 		require.NoError(t, c.PreCommit(tx))
-		return tx.GID
+		return tx.ID
 	}
 	keep1 := prep(0, 3, 0, 1) // -0-1: of the restored checkpoint 1
 	drop1 := prep(0, 3, 1, 2) // -0-2

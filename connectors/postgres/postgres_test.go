@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/internal/connectortest"
 	"github.com/weirstream/weir/connectors/postgres"
 )
 
@@ -32,16 +33,16 @@ func TestExactlyOnceWithFailures(t *testing.T) {
 			table := countsTable(t, "usr, n")
 			const n, users = 6000, 7
 			env := checkpointed(p)
-			k := &killer{at: []int64{1000, 3000, 5000}}
+			k := &killer{At: []int64{1000, 3000, 5000}}
 			countingJob(env, n, users, k, postgres.SinkConfig[count]{ConnString: server(t).ConnString(), Table: table,
 				TransactionPrefix: table, BatchSize: 100})
 			j, err := env.Start(testCtx(t))
 			require.NoError(t, err)
-			k.job.Store(j)
+			k.Job.Store(j)
 			res, err := j.Wait()
 			require.NoError(t, err)
-			require.Equal(t, 3, k.done(), "every injected failure fired")
-			requireSame(t, runningCounts(n, users), rows(t, table))
+			require.Equal(t, 3, k.Done(), "every injected failure fired")
+			connectortest.RequireSame(t, runningCounts(n, users), rows(t, table))
 			require.Empty(t, prepared(t, table))
 			t.Logf("restarts %d, checkpoints %d completed", res.Restarts, res.Checkpoints.Completed)
 		})
@@ -64,9 +65,9 @@ func TestServerRestartDuringJob(t *testing.T) {
 	)
 	defer wg.Wait()
 	k := &killer{}
-	k.onRecord = func(c int64) {
+	k.OnRecord = func(c int64) {
 		for i, from := range []int64{2000, 5000} {
-			if c >= from && k.completed(2*(i+1)) {
+			if c >= from && k.Completed(2*(i+1)) {
 				restarts[i].Do(func() {
 					at[i].Store(c)
 					wg.Go(func() { errs[i] = s.Restart(context.Background(), 100*time.Millisecond) })
@@ -78,7 +79,7 @@ func TestServerRestartDuringJob(t *testing.T) {
 	countingJob(env, n, users, k, postgres.SinkConfig[count]{ConnString: s.ConnString(), Table: table, TransactionPrefix: table, BatchSize: 200})
 	j, err := env.Start(testCtx(t))
 	require.NoError(t, err)
-	k.job.Store(j)
+	k.Job.Store(j)
 	res, err := j.Wait()
 	require.NoError(t, err)
 	wg.Wait()
@@ -86,7 +87,7 @@ func TestServerRestartDuringJob(t *testing.T) {
 		require.NotZero(t, at[i].Load(), "restart %d happened while the job ran", i)
 		require.NoError(t, errs[i], "restart %d", i)
 	}
-	requireSame(t, runningCounts(n, users), rows(t, table))
+	connectortest.RequireSame(t, runningCounts(n, users), rows(t, table))
 	require.Empty(t, prepared(t, table))
 	t.Logf("server restarted at records %d and %d; job restarts %d, checkpoints %d completed, %d failed",
 		at[0].Load(), at[1].Load(), res.Restarts, res.Checkpoints.Completed, res.Checkpoints.Failed)
@@ -106,8 +107,8 @@ func TestConnectionKilledMidTransaction(t *testing.T) {
 		errs   []error
 	)
 	k := &killer{}
-	k.onRecord = func(c int64) {
-		if c%1500 == 0 && k.completed(1) {
+	k.OnRecord = func(c int64) {
+		if c%1500 == 0 && k.Completed(1) {
 			kills.Add(1)
 			mu.Lock()
 			defer mu.Unlock()
@@ -125,12 +126,12 @@ func TestConnectionKilledMidTransaction(t *testing.T) {
 	countingJob(env, n, users, k, postgres.SinkConfig[count]{ConnString: server(t).ConnString(), Table: table, TransactionPrefix: table, BatchSize: 50})
 	j, err := env.Start(testCtx(t))
 	require.NoError(t, err)
-	k.job.Store(j)
+	k.Job.Store(j)
 	res, err := j.Wait()
 	require.NoError(t, err)
 	require.Empty(t, errs)
 	require.NotZero(t, killed.Load(), "a connection in a transaction was killed (of %d tries)", kills.Load())
-	requireSame(t, runningCounts(n, users), rows(t, table))
+	connectortest.RequireSame(t, runningCounts(n, users), rows(t, table))
 	require.Empty(t, prepared(t, table))
 	t.Logf("%d backends killed in %d tries; job restarts %d", killed.Load(), kills.Load(), res.Restarts)
 }
@@ -185,16 +186,16 @@ func TestUpsertWithFailures(t *testing.T) {
 	table := countsTable(t, "usr")
 	const n, users = 6000, 13
 	env := checkpointed(2)
-	k := &killer{at: []int64{1000, 3000, 5000}}
+	k := &killer{At: []int64{1000, 3000, 5000}}
 	countingJob(env, n, users, k, postgres.SinkConfig[count]{ConnString: server(t).ConnString(), Table: table,
 		Mode: postgres.Upsert, Key: []string{"usr"}, BatchSize: 64})
 	j, err := env.Start(testCtx(t))
 	require.NoError(t, err)
-	k.job.Store(j)
+	k.Job.Store(j)
 	_, err = j.Wait()
 	require.NoError(t, err)
-	require.Equal(t, 3, k.done())
-	requireSame(t, finalCounts(n, users), rows(t, table))
+	require.Equal(t, 3, k.Done())
+	connectortest.RequireSame(t, finalCounts(n, users), rows(t, table))
 }
 
 // Upsert without checkpointing: every batch, and the rest at the end, is
@@ -252,8 +253,8 @@ func TestCancelWhileServerIsGone(t *testing.T) {
 	var gone sync.Once
 	var wg sync.WaitGroup
 	k := &killer{}
-	k.onRecord = func(c int64) {
-		if c >= 2000 && k.completed(1) {
+	k.OnRecord = func(c int64) {
+		if c >= 2000 && k.Completed(1) {
 			gone.Do(func() {
 				wg.Go(func() {
 					s.Down()
@@ -268,15 +269,8 @@ func TestCancelWhileServerIsGone(t *testing.T) {
 		BatchSize: 100, RequestTimeout: 10 * time.Minute})
 	j, err := env.Start(ctx)
 	require.NoError(t, err)
-	k.job.Store(j)
-	done := make(chan error, 1)
-	go func() { _, err := j.Wait(); done <- err }()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(time.Minute):
-		t.Fatal("the job did not return within a minute of its cancellation")
-	}
+	k.Job.Store(j)
+	connectortest.RequireCanceled(t, j)
 	wg.Wait()
 	require.NoError(t, s.Up(testCtx(t)))
 	// The prepared transactions the canceled job left: the next run of

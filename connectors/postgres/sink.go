@@ -317,49 +317,30 @@ func check[T any](ctx context.Context, pc *pgx.ConnConfig, cfg *SinkConfig[T]) e
 	return nil
 }
 
-// txn is a sink transaction as checkpointed. Upsert's are empty.
+// txn is a sink transaction as checkpointed: the prepared transaction's
+// name (ID) and flags (weir.TxnHandle), and its transaction id, set by
+// the pre-commit. Upsert's are empty.
 type txn struct {
-	GID string // the prepared transaction's name
-	XID uint64 // its transaction id, set by the pre-commit
-	// Empty: nothing was written, nothing to commit.
-	Empty bool
-	// PreCommitted: prepared (or empty), GID and XID are final.
-	PreCommitted bool
+	weir.TxnHandle
+	XID uint64
 }
 
-func (t *txn) String() string { return t.GID }
+func (t *txn) String() string { return t.ID }
 
-// txnCodec encodes a *txn: gid (2-byte length, bytes), xid (8), flags
-// (1: empty, 2: pre-committed).
+// txnCodec encodes a *txn as a weir.TxnHandle with the xid (8 bytes) as
+// its extra field.
 type txnCodec struct{}
 
 func (txnCodec) Append(dst []byte, t *txn) []byte {
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(t.GID)))
-	dst = append(dst, t.GID...)
-	dst = binary.BigEndian.AppendUint64(dst, t.XID)
-	var f byte
-	if t.Empty {
-		f |= 1
-	}
-	if t.PreCommitted {
-		f |= 2
-	}
-	return append(dst, f)
+	return weir.AppendTxnHandle(dst, t.TxnHandle, binary.BigEndian.AppendUint64(nil, t.XID))
 }
 
 func (txnCodec) Decode(src []byte) (*txn, error) {
-	if len(src) < 2 {
-		return nil, errors.New("postgres: corrupt sink transaction")
+	h, extra, err := weir.DecodeTxnHandle(src, 8)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: sink transaction: %w", err)
 	}
-	l := int(binary.BigEndian.Uint16(src))
-	if len(src) != 2+l+9 {
-		return nil, errors.New("postgres: corrupt sink transaction")
-	}
-	t := &txn{GID: string(src[2 : 2+l])}
-	src = src[2+l:]
-	t.XID = binary.BigEndian.Uint64(src)
-	t.Empty, t.PreCommitted = src[8]&1 != 0, src[8]&2 != 0
-	return t, nil
+	return &txn{TxnHandle: h, XID: binary.BigEndian.Uint64(extra)}, nil
 }
 
 // retriable tells, of an error on a connection still open, whether the
