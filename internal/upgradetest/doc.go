@@ -9,6 +9,7 @@
 // Kafka source with another topic list, a two-phase-commit sink's
 // transaction type (kinds_test.go); a source that had finished
 // (finished_test.go); a savepoint of metadata version 4
-// (fixture_test.go). The package has no code of its own; its tests run in
+// (fixture_test.go); a refused restore under a restart strategy fails
+// once (restart_test.go). The package has no code of its own; its tests run in
 // parallel with the root package's.
 package upgradetest
