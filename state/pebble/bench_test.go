@@ -121,6 +121,7 @@ func BenchmarkStateBackend(b *testing.B) {
 			var v [8]byte
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := cpuTime()
 			for range b.N {
 				i := r.IntN(len(keys))
 				kb.SetCurrentKey(keys[i], groups[i])
@@ -133,6 +134,7 @@ func BenchmarkStateBackend(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
 			b.ReportMetric(float64(inUse), "heap-B")
 			b.ReportMetric(float64(benchKeys), "keys")
