@@ -129,6 +129,9 @@ type TaskStatus struct {
 	State   TaskState     `json:"State"`
 	Error   string        `json:"Error"`             // why, when State is Failed
 	Metrics *TaskMetrics  `json:"Metrics,omitempty"` // the task's metrics, once it ended
+	// NonRecoverable: the failure is one no restart mends (a restore
+	// refused for the state it holds); the job fails without restarting.
+	NonRecoverable bool `json:"NonRecoverable,omitempty"`
 }
 
 // TaskMetrics is the wire form of a task's task.Metrics, in TaskStatus.

@@ -35,7 +35,7 @@ func workerSamples() []workerSample {
 			`{"Register":{"WorkerID":"w1","DataAddr":"10.0.0.1:7001","Fingerprint":"graph-1","Slots":4}}`},
 		{"heartbeat", WorkerMessage{Heartbeat: &Heartbeat{}},
 			`{"Heartbeat":{}}`},
-		{"task status", WorkerMessage{TaskStatus: &TaskStatus{Attempt: 3, Task: sampleTask, State: Failed, Error: "boom",
+		{"task status", WorkerMessage{TaskStatus: &TaskStatus{Attempt: 3, Task: sampleTask, State: Failed, Error: "boom", NonRecoverable: true,
 			Metrics: &TaskMetrics{Name: "window (3/4)", RecordsIn: 1, RecordsOut: 2, BytesIn: 3, BytesOut: 4,
 				BusyNanos: 5_000_000_000, IdleNanos: 6, BackPressuredNanos: 7}}},
 			`{"TaskStatus":{"Attempt":3,"Task":{"Vertex":"window","Subtask":2},"State":3,"Error":"boom","Metrics":{"Name":"window (3/4)","RecordsIn":1,"RecordsOut":2,"BytesIn":3,"BytesOut":4,"BusyNanos":5000000000,"IdleNanos":6,"BackPressuredNanos":7}}}`},

@@ -322,6 +322,9 @@ func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
 	case cluster.Finished:
 	case cluster.Failed:
 		err = fmt.Errorf("task %s (subtask %d) on worker %s: %s", s.Task.Vertex, s.Task.Subtask, a.owner[s.Task], s.Error)
+		if s.NonRecoverable {
+			err = &remoteNonRecoverable{err}
+		}
 	case cluster.Canceled:
 		err = context.Canceled
 		if s.Error != "" {

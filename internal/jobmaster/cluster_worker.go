@@ -404,7 +404,7 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 		w.log.Error("deploy failed", zap.Uint64("attempt", uint64(d.Attempt)), zap.Error(err))
 		for _, k := range mine {
 			w.send(ctx, cluster.WorkerMessage{TaskStatus: &cluster.TaskStatus{Attempt: d.Attempt, Task: k,
-				State: cluster.Failed, Error: err.Error()}})
+				State: cluster.Failed, Error: err.Error(), NonRecoverable: nonRecoverable(err)}})
 		}
 		return
 	}
@@ -431,7 +431,7 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 				// The task decided from its context whether it was
 				// canceled or failed (an error wrapping
 				// context.Canceled is a failure while the attempt runs).
-				s.State, s.Error = cluster.Failed, err.Error()
+				s.State, s.Error, s.NonRecoverable = cluster.Failed, err.Error(), nonRecoverable(err)
 				if t.State() == task.Canceled {
 					s.State = cluster.Canceled
 				}

@@ -140,6 +140,10 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 // point, or a later one that carries the same state, and fails the same
 // way: the job fails at once with the error.
 func nonRecoverable(err error) bool {
+	var remote *remoteNonRecoverable
+	if errors.As(err, &remote) {
+		return true
+	}
 	for _, target := range []error{state.ErrIncompatibleState, deploy.ErrOperatorKindChanged, deploy.ErrNonRestoredState, deploy.ErrFinishedMixed} {
 		if errors.Is(err, target) {
 			return true
@@ -147,6 +151,14 @@ func nonRecoverable(err error) bool {
 	}
 	return false
 }
+
+// remoteNonRecoverable is the failure of a task on a worker that the
+// worker found non-recoverable (cluster.TaskStatus.NonRecoverable): its
+// error arrives as text.
+type remoteNonRecoverable struct{ err error }
+
+func (e *remoteNonRecoverable) Error() string { return e.err.Error() }
+func (e *remoteNonRecoverable) Unwrap() error { return e.err }
 
 // shutdown shuts the coordinator down with the job's final status. It
 // fails only if the coordinator was closed already (nothing is lost
