@@ -38,7 +38,7 @@ func workerSamples() []workerSample {
 		{"task status", WorkerMessage{TaskStatus: &TaskStatus{Attempt: 3, Task: sampleTask, State: Failed, Error: "boom", NonRecoverable: true,
 			Metrics: &TaskMetrics{Name: "window (3/4)", RecordsIn: 1, RecordsOut: 2, BytesIn: 3, BytesOut: 4,
 				BusyNanos: 5_000_000_000, IdleNanos: 6, BackPressuredNanos: 7}}},
-			`{"TaskStatus":{"Attempt":3,"Task":{"Vertex":"window","Subtask":2},"State":3,"Error":"boom","Metrics":{"Name":"window (3/4)","RecordsIn":1,"RecordsOut":2,"BytesIn":3,"BytesOut":4,"BusyNanos":5000000000,"IdleNanos":6,"BackPressuredNanos":7}}}`},
+			`{"TaskStatus":{"Attempt":3,"Task":{"Vertex":"window","Subtask":2},"State":3,"Error":"boom","Metrics":{"Name":"window (3/4)","RecordsIn":1,"RecordsOut":2,"BytesIn":3,"BytesOut":4,"BusyNanos":5000000000,"IdleNanos":6,"BackPressuredNanos":7},"NonRecoverable":true}}`},
 		{"ack", WorkerMessage{Ack: &Ack{Attempt: 3, Task: sampleTask, ID: 7,
 			Snapshot: state.EncodeTaskSnapshot(state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{
 				"op": {Operator: &state.OperatorStateHandle{StreamHandle: state.StreamHandle{Path: "chk-7/op", Size: 8, Checksum: 9}}},
