@@ -298,6 +298,8 @@ func TestDashboardOperateInBrowser(t *testing.T) {
 	frames := evaluate[int](t, ctx, `document.querySelectorAll("#flame .frame").length`)
 	require.Greater(t, frames, 1)
 	require.Equal(t, "root", evaluate[string](t, ctx, `document.querySelector("#flame .frame").dataset.name`))
+	// A job in one process has no worker to choose.
+	require.Equal(t, 1, evaluate[int](t, ctx, `document.querySelectorAll("#profile-worker option").length`))
 
 	// README's screenshot: WEIR_SCREENSHOT_DIR=docs go test -run TestDashboardOperateInBrowser .
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -305,4 +307,33 @@ func TestDashboardOperateInBrowser(t *testing.T) {
 	if dir := os.Getenv("WEIR_SCREENSHOT_DIR"); dir != "" {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard.png"), png, 0o644))
 	}
+}
+
+// A cluster job's page profiles a worker chosen in the flame graph
+// panel: the worker records it (its log says so) and the page draws it.
+func TestDashboardWorkerProfileInBrowser(t *testing.T) {
+	ctx := browser(t)
+	jsErrors(t, ctx)
+	job, c, logs := startClusterDashboard(t)
+	t.Cleanup(func() {
+		job.Cancel()
+		_, _ = job.Wait()
+		c.wg.Wait()
+	})
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate("http://"+job.DashboardAddr()+"/"),
+		poll(`document.querySelectorAll("#profile-worker option").length === 3`),
+	))
+	options := evaluate[[]string](t, ctx, `[...document.querySelectorAll("#profile-worker option")].map(o => o.value)`)
+	require.Equal(t, []string{"", "w1", "w2"}, options, "the coordinator's process, then each worker")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS("#profile-worker"), "w2"),
+		chromedp.SetValue(chromedp.CSS("#profile-seconds"), "1"),
+		chromedp.Click(chromedp.CSS("#profile-start")),
+		poll(`document.getElementById("profile-status").dataset.state === "completed"`),
+	))
+	require.Contains(t, evaluate[string](t, ctx, `document.getElementById("profile-status").textContent`), "worker w2: ")
+	require.Greater(t, evaluate[int](t, ctx, `document.querySelectorAll("#flame .frame").length`), 1)
+	require.Equal(t, 1, profilesRecorded(logs, "w2"))
+	require.Zero(t, profilesRecorded(logs, "w1"))
 }
