@@ -870,7 +870,7 @@ func TestRESTWorkerProfile(t *testing.T) {
 	} {
 		code, body := get(t, base+path)
 		require.Equal(t, want, code, "%s: %s", path, body)
-		require.Contains(t, decode[map[string]string](t, body), "error")
+		require.Len(t, decode[map[string][]string](t, body)["errors"], 1, "Flink's error body")
 	}
 
 	// A second profile of the same worker while one runs: 409.

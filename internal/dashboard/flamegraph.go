@@ -59,15 +59,15 @@ func (p *profiler) flamegraph(w http.ResponseWriter, r *http.Request) {
 		profileError(w, err)
 		return
 	}
-	writeFlameGraph(w, data)
+	writeFlameGraph(w, data, writeError)
 }
 
 // writeFlameGraph answers a CPU profile in pprof's format as a flame
-// graph.
-func writeFlameGraph(w http.ResponseWriter, data []byte) {
+// graph; fail answers an error.
+func writeFlameGraph(w http.ResponseWriter, data []byte, fail func(http.ResponseWriter, int, string)) {
 	g, err := flameGraphOf(data)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	writeJSON(w, g)

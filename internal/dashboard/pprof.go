@@ -100,29 +100,34 @@ func (p *profiler) cmdline(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(strings.Join(os.Args, "\x00")))
 }
 
-// seconds parses ?seconds= (default def, at most p.max).
+// seconds parses ?seconds= (default def, at most p.max); false after
+// answering 400.
 func (p *profiler) seconds(w http.ResponseWriter, r *http.Request, def time.Duration) (time.Duration, bool) {
-	return p.secondsUpTo(w, r, def, p.max)
+	d, err := profileLength(w, r, def, p.max)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return 0, false
+	}
+	return d, true
 }
 
-// secondsUpTo parses ?seconds= (default def, at most max).
-func (p *profiler) secondsUpTo(w http.ResponseWriter, r *http.Request, def, max time.Duration) (time.Duration, bool) {
+// profileLength parses ?seconds= (default def, at most max) and gives the
+// response the time to write it (the server's write timeout is shorter
+// than a profile).
+func profileLength(w http.ResponseWriter, r *http.Request, def, max time.Duration) (time.Duration, error) {
 	d := def
 	if s := r.URL.Query().Get("seconds"); s != "" {
 		n, err := strconv.ParseFloat(s, 64)
 		if err != nil || n <= 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds %q: not a positive number", s))
-			return 0, false
+			return 0, fmt.Errorf("seconds %q: not a positive number", s)
 		}
 		d = time.Duration(n * float64(time.Second))
 	}
 	if d > max {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds: at most %v", max))
-		return 0, false
+		return 0, fmt.Errorf("seconds: at most %v", max)
 	}
-	// The server's write timeout is shorter than a profile.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d + profileSlack))
-	return d, true
+	return d, nil
 }
 
 // sleep waits d or until the client went away or the server shut down;

@@ -13,7 +13,7 @@ import (
 // MaxWorkerProfile) as a flame graph, the JSON of GET /api/v1/flamegraph.
 func (p *profiler) workerFlamegraph(w http.ResponseWriter, r *http.Request) {
 	if data, ok := p.workerCPU(w, r, defaultFlameSeconds); ok {
-		writeFlameGraph(w, data)
+		writeFlameGraph(w, data, restError)
 	}
 }
 
@@ -27,7 +27,7 @@ func (p *profiler) workerProfile(w http.ResponseWriter, r *http.Request) {
 }
 
 // workerCPU asks the job for a CPU profile of the worker of the path; it
-// answers the errors itself (false).
+// answers the errors itself (false), in the REST API's form.
 func (p *profiler) workerCPU(w http.ResponseWriter, r *http.Request, def time.Duration) ([]byte, bool) {
 	id := r.PathValue("taskmanagerid")
 	known := false
@@ -35,11 +35,12 @@ func (p *profiler) workerCPU(w http.ResponseWriter, r *http.Request, def time.Du
 		known = known || wk.ID == id
 	}
 	if !known {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no worker %q (GET /taskmanagers lists them)", id))
+		restError(w, http.StatusNotFound, fmt.Sprintf("no worker %q (GET /taskmanagers lists them)", id))
 		return nil, false
 	}
-	d, ok := p.secondsUpTo(w, r, def, min(p.max, MaxWorkerProfile))
-	if !ok {
+	d, err := profileLength(w, r, def, min(p.max, MaxWorkerProfile))
+	if err != nil {
+		restError(w, http.StatusBadRequest, err.Error())
 		return nil, false
 	}
 	data, err := p.ctl.ProfileWorker(r.Context(), id, d)
@@ -49,15 +50,15 @@ func (p *profiler) workerCPU(w http.ResponseWriter, r *http.Request, def time.Du
 	case r.Context().Err() != nil:
 		// The client went away, or the server shuts down: no answer.
 	case errors.Is(err, ErrNoWorker):
-		writeError(w, http.StatusNotFound, err.Error())
+		restError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, ErrProfileBusy), errors.Is(err, ErrConflict):
-		writeError(w, http.StatusConflict, err.Error())
+		restError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, ErrWorkerGone):
-		writeError(w, http.StatusBadGateway, err.Error())
+		restError(w, http.StatusBadGateway, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, err.Error())
+		restError(w, http.StatusGatewayTimeout, err.Error())
 	default:
-		writeError(w, http.StatusInternalServerError, err.Error())
+		restError(w, http.StatusInternalServerError, err.Error())
 	}
 	return nil, false
 }
