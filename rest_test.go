@@ -714,10 +714,12 @@ func TestRESTHungClients(t *testing.T) {
 	// An action whose body never comes.
 	_, err = fmt.Fprintf(dial(), "POST /jobs/%s/savepoints HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n{\"targ", id)
 	require.NoError(t, err)
-	// A profile and a flame graph nobody waits for.
+	// A profile and flame graphs nobody waits for.
 	_, err = fmt.Fprintf(dial(), "GET /debug/pprof/profile?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	require.NoError(t, err)
 	_, err = fmt.Fprintf(dial(), "GET /api/v1/flamegraph?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(dial(), "GET /taskmanagers/local/flamegraph?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	require.NoError(t, err)
 	before := job.Metrics().Vertices[0].Subtasks[0].NumRecordsOut
 	ck := job.Metrics().Checkpoints.NumberOfCompletedCheckpoints
