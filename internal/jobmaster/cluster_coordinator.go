@@ -70,8 +70,9 @@ type pendingProfile struct {
 }
 
 // profileAnswerSlack is how much longer than its length a worker may
-// take to answer a profile.
-const profileAnswerSlack = 15 * time.Second
+// take to answer a profile (less than the dashboard's slack for writing
+// the answer, so that a silent worker still gets its 504 written).
+const profileAnswerSlack = 5 * time.Second
 
 // maxProfileBytes bounds a profile a worker sends (gRPC's default limit
 // of a message is 4 MiB; the JSON holds it in base64).
