@@ -166,7 +166,7 @@ func Sink[T any](s *weir.Stream[T], cfg SinkConfig[T]) *weir.Sink {
 // duplicate window.
 func checkSink[T any](ctx context.Context, cfg *SinkConfig[T], interval time.Duration) (time.Duration, error) {
 	what := "nats: sink " + cfg.Subject + cfg.Stream
-	nc, err := connect(cfg.URL, "weir nats sink check", cfg.RequestTimeout, cfg.Options)
+	nc, err := connect(cfg.URL, "weir nats sink check", cfg.RequestTimeout, cfg.Options, nil)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
@@ -301,6 +301,7 @@ type committer[T any] struct {
 
 	nc     *natsgo.Conn
 	js     jetstream.JetStream
+	lost   chan struct{}   // closed once nc's connection is lost
 	ctx    context.Context // the task's (SetContext); nil: none
 	closed bool
 	empty  txn // at-least-once's transaction
@@ -337,7 +338,13 @@ func (c *committer[T]) conn() error {
 	if c.js != nil {
 		return nil
 	}
-	nc, err := connect(c.cfg.URL, fmt.Sprintf("weir nats sink %s %d", c.cfg.Subject+c.cfg.Stream, c.sub), c.cfg.RequestTimeout, c.cfg.Options)
+	lost := make(chan struct{})
+	var once sync.Once
+	nc, err := connect(c.cfg.URL, fmt.Sprintf("weir nats sink %s %d", c.cfg.Subject+c.cfg.Stream, c.sub), c.cfg.RequestTimeout, c.cfg.Options,
+		func(err error) {
+			c.fail(fmt.Errorf("nats: sink: %w", err))
+			once.Do(func() { close(lost) })
+		})
 	if err != nil {
 		return fmt.Errorf("nats: sink: %w", err)
 	}
@@ -348,14 +355,20 @@ func (c *committer[T]) conn() error {
 		nc.Close()
 		return fmt.Errorf("nats: sink: %w", err)
 	}
-	c.nc, c.js = nc, js
+	c.nc, c.js, c.lost = nc, js, lost
 	return nil
 }
 
 func (c *committer[T]) onError(_ jetstream.JetStream, m *natsgo.Msg, err error) {
+	c.fail(fmt.Errorf("nats: sink: publishing to %s: %w", m.Subject, err))
+}
+
+// fail records the sink's first failure, which the next write, wait or
+// commit returns.
+func (c *committer[T]) fail(err error) {
 	c.mu.Lock()
 	if c.mu.err == nil {
-		c.mu.err = fmt.Errorf("nats: sink: publishing to %s: %w", m.Subject, err)
+		c.mu.err = err
 	}
 	c.mu.Unlock()
 	c.failed.Store(true)
@@ -451,6 +464,9 @@ func (c *committer[T]) publish(subject string, data []byte, id string, ts int64)
 	ctx, cancel := c.requestCtx()
 	defer cancel()
 	for errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+		if c.failed.Load() {
+			return c.ackErr()
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("nats: sink: publishing to %s: %d publications still unacknowledged: %w", subject, c.js.PublishAsyncPending(), context.Cause(ctx))
 		}
@@ -469,6 +485,7 @@ func (c *committer[T]) waitAcks(what string) error {
 	defer cancel()
 	select {
 	case <-c.js.PublishAsyncComplete():
+	case <-c.lost:
 	case <-ctx.Done():
 		return fmt.Errorf("nats: sink: %s: %d publications unacknowledged: %w", what, c.js.PublishAsyncPending(), context.Cause(ctx))
 	}
