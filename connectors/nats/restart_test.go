@@ -54,7 +54,10 @@ func TestServerRestartDuringJob(t *testing.T) {
 			}
 		}
 	}
-	env := checkpointed(2)
+	// While the server is down every restart fails at once (10 ms apart),
+	// until the job's metrics (sampled every second) show the failover:
+	// a budget that so many restarts cannot exhaust.
+	env := checkpointed(2, weir.WithRestartStrategy(weir.FixedDelayRestart(1<<30, 10*time.Millisecond)))
 	countingJob(env, s.URL(), k, weirnats.ExactlyOnce)
 	j, err := env.Start(ctx)
 	require.NoError(t, err)
