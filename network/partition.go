@@ -93,6 +93,7 @@ func NewResultPartition(id uuid.UUID, name string, n int, pool *buffer.LocalPool
 	for i := range p.subs {
 		p.subs[i] = &Subpartition{index: i, parent: p}
 		p.builders[i].sub = i
+		p.builders[i].fit = 1
 	}
 	return p, nil
 }
@@ -200,6 +201,7 @@ func AppendRecord[T any](p *ResultPartition, sub int, appendFn func([]byte, T) [
 // it across buffers: v did not fit in builder b's current buffer.
 func appendSpanning[T any](p *ResultPartition, b *builder, appendFn func([]byte, T) []byte, v T) error {
 	p.scratch = appendFn(p.scratch[:0], v)
+	b.fit = max(len(p.scratch), 1)
 	return p.writeSpanning(b, p.scratch)
 }
 
