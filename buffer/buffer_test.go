@@ -266,3 +266,86 @@ func TestOverdraft(t *testing.T) {
 	other.Close()
 	require.Zero(t, g.InUse())
 }
+
+// A waiter for k free buffers is woken by the k-th recycled buffer, not
+// before; the overdraft buffers out lower k, since their recycling frees
+// none in the pool; a closed pool wakes it whatever k.
+func TestWakeWhenFree(t *testing.T) {
+	g, err := NewGlobalPool(Config{SegmentSize: 64, NumSegments: 16})
+	require.NoError(t, err)
+	p, err := g.NewLocalPool(4, 4)
+	require.NoError(t, err)
+	p.SetOverdraft(1)
+	var held []*Buffer
+	for range 4 {
+		b, err := p.Request()
+		require.NoError(t, err)
+		held = append(held, b)
+	}
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := p.AvailableWhenFree(3)
+	require.NotNil(t, ch)
+	held[0].Release()
+	held[1].Release()
+	require.False(t, closed(ch), "woken by 2 of 3 buffers")
+	held[2].Release()
+	require.True(t, closed(ch), "not woken by the third buffer")
+	for range 3 {
+		b, err := p.Request()
+		require.NoError(t, err)
+		held = append(held[1:], b)
+	}
+
+	// With the overdraft buffer out, 3 wanted are 2 that can come back
+	// free (the overdraft one goes to the global pool).
+	od, err := p.RequestOverdraft()
+	require.NoError(t, err)
+	require.NotNil(t, od)
+	ch = p.AvailableWhenFree(3)
+	od.Release()
+	require.False(t, closed(ch), "woken by the overdraft buffer")
+	held[0].Release()
+	require.False(t, closed(ch))
+	held[1].Release()
+	require.True(t, closed(ch), "not woken by 2 buffers, the overdraft out")
+
+	// RequestBlockingWhenFree returns once k are free, and Close wakes it.
+	b1, _ := p.Request()
+	b2, _ := p.Request()
+	got := make(chan error, 1)
+	go func() {
+		b, err := p.RequestBlockingWhenFree(context.Background(), 4)
+		if b != nil {
+			b.Release()
+		}
+		got <- err
+	}()
+	b1.Release()
+	b2.Release()
+	held[2].Release()
+	held[3].Release()
+	require.NoError(t, <-got)
+	held = held[:0]
+	for range 4 {
+		b, err := p.Request()
+		require.NoError(t, err)
+		held = append(held, b)
+	}
+	go func() {
+		_, err := p.RequestBlockingWhenFree(context.Background(), 4)
+		got <- err
+	}()
+	p.Close()
+	require.ErrorIs(t, <-got, ErrClosed)
+	for _, b := range held {
+		b.Release()
+	}
+	require.Zero(t, g.InUse())
+}

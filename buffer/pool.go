@@ -192,6 +192,9 @@ type LocalPool struct {
 		reservedLeft int // of min, still to be taken from the global reservation
 		closed       bool
 		available    chan struct{}
+		// wakeAt is how many free buffers close available: the waiter's
+		// k (RequestBlockingWhenFree, AvailableWhenFree), at least 1.
+		wakeAt int
 	}
 }
 
@@ -243,13 +246,14 @@ func (p *LocalPool) SegmentSize() int { return p.global.segSize }
 // Request returns a free buffer (one reference, length 0, type Data), or
 // nil if none is available now. It fails with ErrClosed after Close.
 func (p *LocalPool) Request() (*Buffer, error) {
-	b, _, err := p.requestOrWait()
+	b, _, err := p.requestOrWait(1)
 	return b, err
 }
 
 // requestOrWait returns a buffer, or a channel that is closed when one may
-// have become available.
-func (p *LocalPool) requestOrWait() (*Buffer, <-chan struct{}, error) {
+// have become available: once k buffers are free if the pool is at its
+// maximum.
+func (p *LocalPool) requestOrWait(k int) (*Buffer, <-chan struct{}, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.closed {
@@ -269,7 +273,7 @@ func (p *LocalPool) requestOrWait() (*Buffer, <-chan struct{}, error) {
 		g.mu.Unlock()
 		if b == nil {
 			// Wake on either a local recycle or a global return.
-			return nil, mergeWait(p.availableLocked(), gch), nil
+			return nil, mergeWait(p.availableLocked(1), gch), nil
 		}
 		if p.mu.reservedLeft > 0 {
 			p.mu.reservedLeft--
@@ -277,7 +281,7 @@ func (p *LocalPool) requestOrWait() (*Buffer, <-chan struct{}, error) {
 		p.mu.owned++
 	}
 	if b == nil {
-		return nil, p.availableLocked(), nil
+		return nil, p.availableLocked(k), nil
 	}
 	b.recycler = p
 	b.typ = Data
@@ -311,7 +315,14 @@ func (p *LocalPool) pushFreeLocked(b *Buffer) {
 	p.mu.free = append(p.mu.free, b)
 }
 
-func (p *LocalPool) availableLocked() <-chan struct{} {
+// availableLocked returns the channel closed once k buffers are free (k is
+// lowered by the overdraft buffers out, whose recycling frees none here;
+// it is at least 1).
+func (p *LocalPool) availableLocked(k int) <-chan struct{} {
+	if over := p.mu.owned - p.max; over > 0 {
+		k -= over
+	}
+	p.mu.wakeAt = max(k, 1)
 	if p.mu.available == nil {
 		p.mu.available = make(chan struct{})
 	}
@@ -336,8 +347,19 @@ func mergeWait(a, b <-chan struct{}) <-chan struct{} {
 // RequestBlocking returns a buffer, waiting until one is recycled. It fails
 // with ctx's error when ctx is done and with ErrClosed after Close.
 func (p *LocalPool) RequestBlocking(ctx context.Context) (*Buffer, error) {
+	return p.RequestBlockingWhenFree(ctx, 1)
+}
+
+// RequestBlockingWhenFree is RequestBlocking that, finding no free buffer,
+// is woken only once k buffers are free (less the overdraft buffers out)
+// rather than by every recycled one: one wake-up (a futex wake, an
+// inter-processor interrupt in a VM) per k buffers. The caller must know
+// that k buffers will come back without its producing more, or it waits
+// for ever: the k buffers of ResultPartition's wait are queued for
+// consumers that will take them.
+func (p *LocalPool) RequestBlockingWhenFree(ctx context.Context, k int) (*Buffer, error) {
 	for {
-		b, wait, err := p.requestOrWait()
+		b, wait, err := p.requestOrWait(k)
 		if b != nil || err != nil {
 			return b, err
 		}
@@ -352,13 +374,18 @@ func (p *LocalPool) RequestBlocking(ctx context.Context) (*Buffer, error) {
 // Available returns a channel that is closed once a buffer may be
 // available, or nil if one is available now. Producers select on it
 // together with their other events.
-func (p *LocalPool) Available() <-chan struct{} {
+func (p *LocalPool) Available() <-chan struct{} { return p.AvailableWhenFree(1) }
+
+// AvailableWhenFree is Available whose channel, when no buffer is
+// available now, is closed once k buffers are free (less the overdraft
+// buffers out), with RequestBlockingWhenFree's caveat.
+func (p *LocalPool) AvailableWhenFree(k int) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.closed || p.freeLenLocked() > 0 || p.mu.owned < p.max && p.global.hasFree() {
 		return nil
 	}
-	return p.availableLocked()
+	return p.availableLocked(k)
 }
 
 func (g *GlobalPool) hasFree() bool {
@@ -380,8 +407,11 @@ func (p *LocalPool) Recycle(b *Buffer) {
 	}
 	b.n = 0
 	p.pushFreeLocked(b)
-	ch := p.mu.available
-	p.mu.available = nil
+	var ch chan struct{}
+	if p.freeLenLocked() >= p.mu.wakeAt {
+		ch = p.mu.available
+		p.mu.available = nil
+	}
 	p.mu.Unlock()
 	if ch != nil {
 		close(ch)

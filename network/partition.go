@@ -68,6 +68,9 @@ type ResultPartition struct {
 	// room since (Available); it should wait for room before producing
 	// more.
 	overdrawn bool
+	// wakeBatch (SetWakeBatch) is how many free buffers a producer that
+	// found its pool empty waits for; at most 1 waits for one.
+	wakeBatch int
 
 	// watch lists the barriers WatchBarrier waits for; watching says
 	// whether it ever did (readers skip the lock otherwise).
@@ -89,7 +92,7 @@ func NewResultPartition(id uuid.UUID, name string, n int, pool *buffer.LocalPool
 		return nil, fmt.Errorf("network: partition %s: pool max %d below subpartitions+1 = %d", name, pool.Max(), n+1)
 	}
 	p := &ResultPartition{id: id, name: name, pool: pool, ctx: context.Background(),
-		subs: make([]*Subpartition, n), builders: make([]builder, n)}
+		subs: make([]*Subpartition, n), builders: make([]builder, n), wakeBatch: DefaultWakeBatch}
 	for i := range p.subs {
 		p.subs[i] = &Subpartition{index: i, parent: p}
 		p.builders[i].sub = i
@@ -136,7 +139,7 @@ const DefaultOverdraftBuffers = 5
 // waits for output space in its mailbox loop instead of inside a write.
 // Producer goroutine only.
 func (p *ResultPartition) Available() <-chan struct{} {
-	ch := p.pool.Available()
+	ch := p.pool.AvailableWhenFree(p.wakeAfter())
 	if ch == nil {
 		p.overdrawn = false
 	}
@@ -148,6 +151,36 @@ func (p *ResultPartition) Available() <-chan struct{} {
 // it should wait (Available) before it produces more. Producer goroutine
 // only.
 func (p *ResultPartition) Overdrawn() bool { return p.overdrawn }
+
+// DefaultWakeBatch is a partition's SetWakeBatch unless set otherwise.
+const DefaultWakeBatch = 4
+
+// SetWakeBatch makes a producer that finds its pool empty wait until k
+// buffers are free (RequestBlockingWhenFree), not just one: k recycled
+// buffers cost one wake-up of the producer instead of k. It waits for at
+// most the data buffers queued ahead of any aligned barrier in its
+// subpartitions when it starts waiting (less its overdraft buffers out),
+// which consumers take and recycle without its producing anything more,
+// so that the wait always ends: a buffer a consumer cannot take before an
+// alignment, or that it holds until more data comes, is never waited for.
+// Call it before writing; k <= 1 restores one wake-up per buffer.
+func (p *ResultPartition) SetWakeBatch(k int) { p.wakeBatch = k }
+
+// wakeAfter is how many free buffers the producer waits for now: the
+// wake batch, at most the buffers its consumers can take now, at least 1.
+// It takes each subpartition's lock (once per wait, never per record).
+func (p *ResultPartition) wakeAfter() int {
+	if p.wakeBatch <= 1 {
+		return 1
+	}
+	q := 0
+	for _, s := range p.subs {
+		if q += s.consumable(); q >= p.wakeBatch {
+			return p.wakeBatch
+		}
+	}
+	return max(q, 1)
+}
 
 func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
 	b, err := p.pool.Request()
@@ -163,7 +196,7 @@ func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
 	}
 	start := time.Now()
 	p.waitStart.Store(monoSince(start))
-	b, err = p.pool.RequestBlocking(p.ctx)
+	b, err = p.pool.RequestBlockingWhenFree(p.ctx, p.wakeAfter())
 	p.waitStart.Store(0)
 	p.stats.BackPressured += time.Since(start)
 	p.stats.BackPressureNum++
@@ -465,6 +498,31 @@ func (s *Subpartition) Poll() Polled {
 		r.NextType = s.mu.queue[s.mu.head].Type()
 	}
 	return r
+}
+
+// consumable counts the data buffers a reader can take from s without the
+// producer writing more: those queued ahead of the first aligned barrier
+// (after which s blocks until Resume) and of a held part.
+func (s *Subpartition) consumable() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.blocked || s.mu.released {
+		return 0
+	}
+	end := len(s.mu.queue)
+	if s.mu.holding {
+		end = min(end, s.mu.hold)
+	}
+	n := 0
+	for _, b := range s.mu.queue[min(s.mu.head, end):end] {
+		if b.Type().BlocksUpstream() {
+			break
+		}
+		if b.IsData() {
+			n++
+		}
+	}
+	return n
 }
 
 // Peek reports the type of the next buffer, if one can be polled now, and

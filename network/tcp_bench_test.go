@@ -165,21 +165,14 @@ func tcpRecordPipeline(b *testing.B, n int) {
 	defer rc.Close()
 
 	hdrLen := len(wire.AppendBufferResponseHeader(nil, wire.BufferResponseHeader{}))
-	const rec = lengthSize + idealRecord
 	b.ResetTimer()
 	cpu := startCPU()
 	sent := make(chan error, 1)
 	go func() {
 		frame := make([]byte, hdrLen+buffer.DefaultSegmentSize)
 		for i, seq := 0, uint32(0); i < n; seq++ {
-			seg, pos := frame[hdrLen:], 0
-			for ; i < n && len(seg)-pos >= rec; i++ {
-				r := seg[pos : pos+rec]
-				binary.BigEndian.PutUint32(r, idealRecord)
-				binary.BigEndian.PutUint64(r[4:], uint64(i))
-				binary.BigEndian.PutUint64(r[12:], 3*uint64(i))
-				pos += rec
-			}
+			pos, c := encodeIdeal(frame[hdrLen:], i, n-i)
+			i += c
 			wire.AppendBufferResponseHeader(frame[:0], wire.BufferResponseHeader{Sequence: seq, DataType: wire.DataBuffer, Size: uint32(pos)})
 			if _, err := wc.Write(frame[:hdrLen+pos]); err != nil {
 				sent <- err
@@ -207,16 +200,11 @@ func tcpRecordPipeline(b *testing.B, n int) {
 		if _, err := io.ReadFull(br, data); err != nil {
 			b.Fatal(err)
 		}
-		for rest := data; len(rest) >= rec; rest = rest[rec:] {
-			if k := binary.BigEndian.Uint32(rest); k != idealRecord {
-				b.Fatalf("TCP record pipeline: record length %d, want %d", k, idealRecord)
-			}
-			sum += binary.BigEndian.Uint64(rest[4:]) + binary.BigEndian.Uint64(rest[12:])
-			got++
+		s, c, ok := decodeIdeal(data)
+		if !ok {
+			b.Fatalf("TCP record pipeline: corrupt payload after %d records", got+c)
 		}
-		if len(data)%rec != 0 {
-			b.Fatalf("TCP record pipeline: %d trailing bytes", len(data)%rec)
-		}
+		sum, got = sum+s, got+c
 	}
 	b.StopTimer()
 	cpu.report(b)
