@@ -139,7 +139,12 @@ const DefaultOverdraftBuffers = 5
 // waits for output space in its mailbox loop instead of inside a write.
 // Producer goroutine only.
 func (p *ResultPartition) Available() <-chan struct{} {
-	ch := p.pool.AvailableWhenFree(p.wakeAfter())
+	ch := p.pool.Available()
+	if ch != nil && p.wakeBatch > 1 {
+		// No buffer now: wait for the wake batch (counting what the
+		// consumers can take is done only here, not on every call).
+		ch = p.pool.AvailableWhenFree(p.wakeAfter())
+	}
 	if ch == nil {
 		p.overdrawn = false
 	}
