@@ -3,6 +3,7 @@ package network
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/weirstream/weir/buffer"
 )
@@ -139,10 +140,19 @@ func (d *Deserializer) Pending() bool { return d.partial }
 func (d *Deserializer) Next() (rec []byte, ok bool, err error) {
 	// Fast path: a whole record inside the current buffer.
 	if f, off := d.fast, d.off; off+lengthSize <= len(f) {
-		if end := off + lengthSize + int(binary.BigEndian.Uint32(f[off:])); end <= len(f) {
+		p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(f)), off)
+		n := binary.BigEndian.Uint32((*[lengthSize]byte)(p)[:])
+		if uint64(n) <= uint64(len(f)-off-lengthSize) {
+			end := off + lengthSize + int(n)
 			d.off = end
 			// The buffer is released on a later call: rec aliases it.
-			return f[off+lengthSize : end : end], true, nil
+			// Without bounds checks: off is never negative, the record
+			// ends inside f, and n > 0 keeps the pointer inside the
+			// buffer (an empty record at its end would point past it).
+			if n > 0 {
+				return unsafe.Slice((*byte)(unsafe.Add(p, lengthSize)), int(n)), true, nil
+			}
+			return f[end:end], true, nil
 		}
 	}
 	return d.next()
