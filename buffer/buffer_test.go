@@ -267,10 +267,10 @@ func TestOverdraft(t *testing.T) {
 	require.Zero(t, g.InUse())
 }
 
-// A waiter for k free buffers is woken by the k-th recycled buffer, not
-// before; the overdraft buffers out lower k, since their recycling frees
-// none in the pool; a closed pool wakes it whatever k.
-func TestWakeWhenFree(t *testing.T) {
+// A waiter for k recycled buffers is woken by the k-th recycled since its
+// count, not before, overdraft buffers (which go on to the global pool)
+// included; a closed pool wakes it whatever k.
+func TestWakeAfterRecycled(t *testing.T) {
 	g, err := NewGlobalPool(Config{SegmentSize: 64, NumSegments: 16})
 	require.NoError(t, err)
 	p, err := g.NewLocalPool(4, 4)
@@ -290,47 +290,60 @@ func TestWakeWhenFree(t *testing.T) {
 			return false
 		}
 	}
-	ch := p.AvailableWhenFree(3)
+	since := p.Recycled()
+	ch := p.AvailableAfter(since, 3)
 	require.NotNil(t, ch)
 	held[0].Release()
 	held[1].Release()
 	require.False(t, closed(ch), "woken by 2 of 3 buffers")
 	held[2].Release()
 	require.True(t, closed(ch), "not woken by the third buffer")
+	held = held[3:]
 	for range 3 {
 		b, err := p.Request()
 		require.NoError(t, err)
-		held = append(held[1:], b)
+		held = append(held, b)
 	}
 
-	// With the overdraft buffer out, 3 wanted are 2 that can come back
-	// free (the overdraft one goes to the global pool).
+	// An overdraft buffer counts: its recycling leaves the pool below its
+	// maximum.
 	od, err := p.RequestOverdraft()
 	require.NoError(t, err)
 	require.NotNil(t, od)
-	ch = p.AvailableWhenFree(3)
+	since = p.Recycled()
+	ch = p.AvailableAfter(since, 2)
 	od.Release()
-	require.False(t, closed(ch), "woken by the overdraft buffer")
-	held[0].Release()
 	require.False(t, closed(ch))
-	held[1].Release()
-	require.True(t, closed(ch), "not woken by 2 buffers, the overdraft out")
+	held[0].Release()
+	require.True(t, closed(ch), "not woken by 2 buffers, one an overdraft one")
 
-	// RequestBlockingWhenFree returns once k are free, and Close wakes it.
-	b1, _ := p.Request()
-	b2, _ := p.Request()
+	// Buffers recycled between the count and the wait count too; if k of
+	// them were, the wait is for the next one.
+	b, err := p.Request()
+	require.NoError(t, err)
+	held[0] = b
+	since = p.Recycled()
+	held[1].Release()
+	b, err = p.Request()
+	require.NoError(t, err)
+	held[1] = b
+	ch = p.AvailableAfter(since, 1)
+	require.NotNil(t, ch)
+	require.False(t, closed(ch))
+
+	// RequestBlockingAfter returns once k were recycled, and Close wakes it.
 	got := make(chan error, 1)
+	since = p.Recycled()
 	go func() {
-		b, err := p.RequestBlockingWhenFree(context.Background(), 4)
+		b, err := p.RequestBlockingAfter(context.Background(), since, 4)
 		if b != nil {
 			b.Release()
 		}
 		got <- err
 	}()
-	b1.Release()
-	b2.Release()
-	held[2].Release()
-	held[3].Release()
+	for _, b := range held {
+		b.Release()
+	}
 	require.NoError(t, <-got)
 	held = held[:0]
 	for range 4 {
@@ -339,7 +352,7 @@ func TestWakeWhenFree(t *testing.T) {
 		held = append(held, b)
 	}
 	go func() {
-		_, err := p.RequestBlockingWhenFree(context.Background(), 4)
+		_, err := p.RequestBlockingAfter(context.Background(), p.Recycled(), 4)
 		got <- err
 	}()
 	p.Close()

@@ -86,7 +86,7 @@ func BenchmarkExchangeInProcess(b *testing.B) {
 }
 
 // BenchmarkExchangeWakeBatch is BenchmarkExchangeInProcess with the
-// producer woken once k of its 10 buffers are free (SetWakeBatch; k=1:
+// producer woken once k of its 10 buffers were recycled (SetWakeBatch; k=1:
 // by every recycled buffer).
 // With consumer=slow the consumer spends 8 rounds of a xorshift more per
 // record and is the slower side: the producer finds its pool empty at

@@ -143,7 +143,7 @@ func (p *ResultPartition) Available() <-chan struct{} {
 	if ch != nil && p.wakeBatch > 1 {
 		// No buffer now: wait for the wake batch (counting what the
 		// consumers can take is done only here, not on every call).
-		ch = p.pool.AvailableWhenFree(p.wakeAfter())
+		ch = p.pool.AvailableAfter(p.wakeAfter())
 	}
 	if ch == nil {
 		p.overdrawn = false
@@ -161,30 +161,34 @@ func (p *ResultPartition) Overdrawn() bool { return p.overdrawn }
 const DefaultWakeBatch = 4
 
 // SetWakeBatch makes a producer that finds its pool empty wait until k
-// buffers are free (RequestBlockingWhenFree), not just one: k recycled
+// buffers were recycled (RequestBlockingAfter), not just one: k recycled
 // buffers cost one wake-up of the producer instead of k. It waits for at
 // most the data buffers queued ahead of any aligned barrier in its
-// subpartitions when it starts waiting (less its overdraft buffers out),
-// which consumers take and recycle without its producing anything more,
-// so that the wait always ends: a buffer a consumer cannot take before an
-// alignment, or that it holds until more data comes, is never waited for.
-// Call it before writing; k <= 1 restores one wake-up per buffer.
+// subpartitions when it starts waiting, counted after the pool's count of
+// recycled buffers was taken: consumers take and recycle those without
+// its producing anything more, so that the wait always ends. A buffer a
+// consumer cannot take before an alignment, or holds until more data
+// comes, is never waited for. Call it before writing; k <= 1 restores one
+// wake-up per buffer.
 func (p *ResultPartition) SetWakeBatch(k int) { p.wakeBatch = k }
 
-// wakeAfter is how many free buffers the producer waits for now: the
-// wake batch, at most the buffers its consumers can take now, at least 1.
-// It takes each subpartition's lock (once per wait, never per record).
-func (p *ResultPartition) wakeAfter() int {
+// wakeAfter is the pool's count of recycled buffers and how many more the
+// producer waits for: the wake batch, at most the buffers its consumers
+// can take now, which are counted after since (so each of them is
+// recycled after it), at least 1. It takes the pool's and each
+// subpartition's lock (once per wait, never per record).
+func (p *ResultPartition) wakeAfter() (since uint64, k int) {
+	since = p.pool.Recycled()
 	if p.wakeBatch <= 1 {
-		return 1
+		return since, 1
 	}
 	q := 0
 	for _, s := range p.subs {
 		if q += s.consumable(); q >= p.wakeBatch {
-			return p.wakeBatch
+			return since, p.wakeBatch
 		}
 	}
-	return max(q, 1)
+	return since, max(q, 1)
 }
 
 func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
@@ -201,7 +205,8 @@ func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
 	}
 	start := time.Now()
 	p.waitStart.Store(monoSince(start))
-	b, err = p.pool.RequestBlockingWhenFree(p.ctx, p.wakeAfter())
+	since, k := p.wakeAfter()
+	b, err = p.pool.RequestBlockingAfter(p.ctx, since, k)
 	p.waitStart.Store(0)
 	p.stats.BackPressured += time.Since(start)
 	p.stats.BackPressureNum++

@@ -18,7 +18,7 @@ func alignedPayload(id uint64) []byte {
 	return wire.AppendEvent(nil, wire.Event{Kind: wire.EventBarrier, Barrier: barrier.Barrier{ID: barrier.CheckpointID(id), Timestamp: 1}})
 }
 
-// A producer woken only once k buffers are free (SetWakeBatch) never
+// A producer woken only once k buffers were recycled (SetWakeBatch) never
 // waits for ever: not while one of its subpartitions is blocked behind an
 // aligned barrier whose alignment needs the other subpartition's data,
 // not while unaligned barriers overtake its buffers and the consumer
@@ -26,7 +26,10 @@ func alignedPayload(id uint64) []byte {
 // into a buffer the producer has yet to write, with overdraft buffers or
 // without, whatever k (even above the pool's size). The pool is the
 // smallest a partition of two subpartitions takes, so the producer waits
-// for buffers all the time; every record arrives, in order.
+// for buffers all the time; every record arrives, in order. (It caught a
+// wait for k free buffers, less the overdraft out counted at the wait:
+// overdraft buffers recycled between the producer's count and its wait
+// left it waiting for more than could come back.)
 func TestWakeBatchNoDeadlock(t *testing.T) {
 	for _, mode := range []string{"aligned", "unaligned"} {
 		for _, k := range []int{1, 2, 3, 64} {
