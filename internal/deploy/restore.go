@@ -37,11 +37,18 @@ func (rp *RestorePoint) ForVertex(v *graph.Vertex) *task.RestoreConfig {
 		i int
 		s state.OperatorSubtaskState
 	}
+	// An operator's subtasks that had finished hold no state but keep
+	// their place: split-distributed operator state goes back to the
+	// subtask that wrote it only if the list has one entry per subtask
+	// (without them, a two-phase-commit sink's pending transaction went to
+	// a subtask that restores finished, and was never committed).
 	found := map[string][]sub{}
+	running := map[string]bool{}
 	for k, ts := range rp.Meta.Tasks {
 		for op, s := range ts.Operators {
-			if want[op] && !s.Finished {
+			if want[op] {
 				found[op] = append(found[op], sub{k.Subtask, s})
+				running[op] = running[op] || !s.Finished
 			}
 		}
 		if k.Vertex != v.ID {
@@ -56,6 +63,9 @@ func (rp *RestorePoint) ForVertex(v *graph.Vertex) *task.RestoreConfig {
 		}
 	}
 	for op, subs := range found {
+		if !running[op] {
+			continue // finished everywhere: its tasks restore finished
+		}
 		slices.SortFunc(subs, func(a, b sub) int { return cmp.Compare(a.i, b.i) })
 		for _, s := range subs {
 			rc.Operators[op] = append(rc.Operators[op], s.s)
