@@ -52,17 +52,20 @@ bench-state-10m:
 # The in-repo baselines, what the data path is measured against on this
 # machine: BenchmarkIdealPipeline (the in-process exchange reduced to
 # encoding, one channel send per 32 KiB buffer and decoding) alternated with
-# BenchmarkExchangeInProcess BASELINE_COUNT times from one test binary, so
-# load from others on a shared machine hits both alike, then the ratio of
-# their medians; then the root package's BenchmarkBaseline* benchmarks.
+# BenchmarkExchangeInProcess, and BenchmarkTCPRecordPipeline (the loopback
+# TCP exchange reduced to encoding, one write per 32 KiB buffer and
+# decoding) with BenchmarkTCPExchange/16B, BASELINE_COUNT times from one
+# test binary, so load from others on a shared machine hits all alike, then
+# the ratios of their medians; then the root package's BenchmarkBaseline*
+# benchmarks.
 BASELINE_COUNT ?= 6
 
 baseline:
 	@mkdir -p bin
 	$(GO) test -c -o bin/network.test ./network/
 	@cd network && for i in $$(seq $(BASELINE_COUNT)); do \
-		for b in IdealPipeline ExchangeInProcess; do \
-			../bin/network.test -test.run '^$$' -test.bench "^Benchmark$$b\$$" -test.benchmem || exit 1; \
+		for b in 'IdealPipeline$$' 'ExchangeInProcess$$' 'TCPRecordPipeline$$' 'TCPExchange$$/^16B$$'; do \
+			../bin/network.test -test.run '^$$' -test.bench "^Benchmark$$b" -test.benchmem || exit 1; \
 		done; \
 	done | grep -v '^\(goos\|goarch\|pkg\|cpu\|PASS\)' | awk -f ../scripts/ratio.awk
 	$(GO) test -run '^$$' -bench '^BenchmarkBaseline' -benchmem .

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/weirstream/weir"
 )
@@ -597,6 +601,7 @@ func TestDashboardTokenOnEveryRoute(t *testing.T) {
 		{"GET", "/debug/pprof/"}, {"GET", "/debug/pprof/heap"}, {"GET", "/debug/pprof/profile?seconds=1"},
 		{"GET", "/debug/pprof/cmdline"}, {"GET", "/nothing"}, {"DELETE", "/jobs/" + id},
 		{"GET", "/api/v1/history"}, {"GET", "/api/v1/flamegraph?seconds=1"}, {"GET", "/taskmanagers"},
+		{"GET", "/taskmanagers/local/flamegraph?seconds=1"}, {"GET", "/taskmanagers/local/pprof/profile?seconds=1"},
 	}
 	for _, r := range routes {
 		for _, h := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "s3cret"}} {
@@ -709,10 +714,12 @@ func TestRESTHungClients(t *testing.T) {
 	// An action whose body never comes.
 	_, err = fmt.Fprintf(dial(), "POST /jobs/%s/savepoints HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n{\"targ", id)
 	require.NoError(t, err)
-	// A profile and a flame graph nobody waits for.
+	// A profile and flame graphs nobody waits for.
 	_, err = fmt.Fprintf(dial(), "GET /debug/pprof/profile?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	require.NoError(t, err)
 	_, err = fmt.Fprintf(dial(), "GET /api/v1/flamegraph?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(dial(), "GET /taskmanagers/local/flamegraph?seconds=60 HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	require.NoError(t, err)
 	before := job.Metrics().Vertices[0].Subtasks[0].NumRecordsOut
 	ck := job.Metrics().Checkpoints.NumberOfCompletedCheckpoints
@@ -779,6 +786,13 @@ func TestDashboardPprof(t *testing.T) {
 	}
 	code, _ = get(t, base+"/debug/pprof/trace?seconds=0.1")
 	require.Equal(t, http.StatusOK, code)
+	// A job in one process profiles itself as its only worker, "local".
+	code, body = get(t, base+"/taskmanagers/local/pprof/profile?seconds=0.2")
+	require.Equal(t, http.StatusOK, code, string(body))
+	_, err := profile.ParseData(body)
+	require.NoError(t, err)
+	code, _ = get(t, base+"/taskmanagers/w1/flamegraph?seconds=1")
+	require.Equal(t, http.StatusNotFound, code)
 
 	// /metrics has Go's and the process's families and the checkpoint
 	// duration histogram beside weir's.
@@ -809,4 +823,167 @@ func TestDashboardPprof(t *testing.T) {
 	require.NotContains(t, fams, "go_goroutines")
 	require.NotContains(t, fams, "process_cpu_seconds_total")
 	require.Contains(t, fams, "weir_task_numRecordsIn")
+}
+
+// A worker's CPU profile, asked over its control connection: raw and as
+// a flame graph, recorded by the worker asked (its log says so); an
+// unknown worker, a bad length, a second profile of the same worker, a
+// client that went away (the worker stops and records again) and a
+// worker lost mid-profile each get their answer.
+func TestRESTWorkerProfile(t *testing.T) {
+	job, c, logs := startClusterDashboard(t)
+	base := "http://" + job.DashboardAddr()
+	recorded := func(worker string) int { return profilesRecorded(logs, worker) }
+
+	// pprof's format, from w1.
+	code, body := get(t, base+"/taskmanagers/w1/pprof/profile?seconds=1")
+	require.Equal(t, http.StatusOK, code, string(body))
+	prof, err := profile.ParseData(body)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, prof.DurationNanos, int64(time.Second))
+	require.NotEmpty(t, prof.Sample, "the sink spins: CPU samples")
+	require.Equal(t, 1, recorded("w1"))
+	require.Zero(t, recorded("w2"))
+
+	// A flame graph, from w2.
+	code, body = get(t, base+"/taskmanagers/w2/flamegraph?seconds=1")
+	require.Equal(t, http.StatusOK, code, string(body))
+	g := decode[struct {
+		Seconds float64
+		Samples int
+		Root    struct {
+			Name  string
+			Value int64
+		}
+	}](t, body)
+	require.InDelta(t, 1, g.Seconds, 0.5)
+	require.Positive(t, g.Samples)
+	require.Equal(t, "root", g.Root.Name)
+	require.Positive(t, g.Root.Value)
+	require.Equal(t, 1, recorded("w2"))
+
+	// Refused before anything is recorded.
+	for path, want := range map[string]int{
+		"/taskmanagers/w9/flamegraph?seconds=1":        http.StatusNotFound,
+		"/taskmanagers/local/pprof/profile?seconds=1":  http.StatusNotFound,
+		"/taskmanagers/w1/flamegraph?seconds=61":       http.StatusBadRequest,
+		"/taskmanagers/w1/flamegraph?seconds=0":        http.StatusBadRequest,
+		"/taskmanagers/w1/pprof/profile?seconds=three": http.StatusBadRequest,
+	} {
+		code, body := get(t, base+path)
+		require.Equal(t, want, code, "%s: %s", path, body)
+		require.Len(t, decode[map[string][]string](t, body)["errors"], 1, "Flink's error body")
+	}
+
+	// A second profile of the same worker while one runs: 409.
+	first := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/taskmanagers/w1/flamegraph?seconds=3", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	waitFor(t, "w1 records", func() bool { return len(logs.FilterMessage("recording a CPU profile").All()) == 3 })
+	code, body = get(t, base+"/taskmanagers/w1/flamegraph?seconds=1")
+	require.Equal(t, http.StatusConflict, code, string(body))
+	require.Contains(t, string(body), "on worker w1")
+	require.Equal(t, http.StatusOK, <-first)
+
+	// A client that goes away: the worker stops, and records again.
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/taskmanagers/w2/pprof/profile?seconds=30", nil)
+	require.NoError(t, err)
+	time.AfterFunc(300*time.Millisecond, cancel)
+	_, err = http.DefaultClient.Do(req)
+	require.ErrorIs(t, err, context.Canceled)
+	waitFor(t, "w2 records again", func() bool {
+		code, _ := get(t, base+"/taskmanagers/w2/pprof/profile?seconds=1")
+		return code == http.StatusOK
+	})
+	require.Equal(t, 2, recorded("w2"), "the canceled profile was not sent")
+
+	// A worker lost mid-profile: 502, saying so.
+	lost := make(chan struct {
+		code int
+		body []byte
+	}, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/taskmanagers/w2/flamegraph?seconds=30", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			lost <- struct {
+				code int
+				body []byte
+			}{}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		lost <- struct {
+			code int
+			body []byte
+		}{resp.StatusCode, b}
+	}()
+	n := len(logs.FilterMessage("recording a CPU profile").All())
+	waitFor(t, "w2 records", func() bool { return len(logs.FilterMessage("recording a CPU profile").All()) > n })
+	c.kill("w2")
+	r := <-lost
+	require.Equal(t, http.StatusBadGateway, r.code, string(r.body))
+	require.Contains(t, string(r.body), "worker w2 was lost during its CPU profile")
+
+	// The loss fails the job (no restart strategy) unless the cancel
+	// comes first.
+	job.Cancel()
+	_, err = job.Wait()
+	require.Error(t, err)
+	c.wg.Wait()
+	for id, werr := range c.errs {
+		if werr != nil && !errors.Is(werr, context.Canceled) {
+			t.Errorf("worker %s: %v", id, werr)
+		}
+	}
+}
+
+// startClusterDashboard starts the slow-sink job on a coordinator with a
+// dashboard and two workers, w1 and w2, in this process, logging to the
+// observer it returns; it returns once /taskmanagers lists both.
+func startClusterDashboard(t *testing.T) (*weir.Job, *testCluster, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	opts := []weir.Option{weir.WithParallelism(2), weir.WithJobName("slow-sink"), weir.WithSegmentSize(4096),
+		weir.WithMetricsInterval(50 * time.Millisecond), weir.WithLogger(zap.New(core)),
+		weir.WithCheckpointing(weir.CheckpointConfig{Interval: 100 * time.Millisecond, Dir: t.TempDir()})}
+	c := &testCluster{t: t, addr: ln.Addr().String(), opts: opts, build: buildSlowSink,
+		workers: map[string]context.CancelFunc{}, errs: map[string]error{}}
+	cc := weir.ClusterConfig{Listener: ln, Workers: 2, Token: "secret", WorkerTimeout: 20 * time.Second}
+	env := weir.NewEnvironment(append(opts, weir.WithCluster(cc), weir.WithDashboard("127.0.0.1:0"))...)
+	buildSlowSink(env)
+	job, err := env.Start(testCtx(t))
+	require.NoError(t, err)
+	c.startWorker("w1")
+	c.startWorker("w2")
+	waitFor(t, "both workers listed", func() bool {
+		_, body := get(t, "http://"+job.DashboardAddr()+"/taskmanagers")
+		return len(decode[struct {
+			TaskManagers []struct{ ID string } `json:"taskmanagers"`
+		}](t, body).TaskManagers) == 2
+	})
+	return job, c, logs
+}
+
+// profilesRecorded counts the CPU profiles worker recorded and sent.
+func profilesRecorded(logs *observer.ObservedLogs, worker string) int {
+	n := 0
+	for _, e := range logs.FilterMessage("CPU profile recorded").All() {
+		if e.ContextMap()["worker"] == worker {
+			n++
+		}
+	}
+	return n
 }

@@ -266,3 +266,99 @@ func TestOverdraft(t *testing.T) {
 	other.Close()
 	require.Zero(t, g.InUse())
 }
+
+// A waiter for k recycled buffers is woken by the k-th recycled since its
+// count, not before, overdraft buffers (which go on to the global pool)
+// included; a closed pool wakes it whatever k.
+func TestWakeAfterRecycled(t *testing.T) {
+	g, err := NewGlobalPool(Config{SegmentSize: 64, NumSegments: 16})
+	require.NoError(t, err)
+	p, err := g.NewLocalPool(4, 4)
+	require.NoError(t, err)
+	p.SetOverdraft(1)
+	var held []*Buffer
+	for range 4 {
+		b, err := p.Request()
+		require.NoError(t, err)
+		held = append(held, b)
+	}
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	since := p.Recycled()
+	ch := p.AvailableAfter(since, 3)
+	require.NotNil(t, ch)
+	held[0].Release()
+	held[1].Release()
+	require.False(t, closed(ch), "woken by 2 of 3 buffers")
+	held[2].Release()
+	require.True(t, closed(ch), "not woken by the third buffer")
+	held = held[3:]
+	for range 3 {
+		b, err := p.Request()
+		require.NoError(t, err)
+		held = append(held, b)
+	}
+
+	// An overdraft buffer counts: its recycling leaves the pool below its
+	// maximum.
+	od, err := p.RequestOverdraft()
+	require.NoError(t, err)
+	require.NotNil(t, od)
+	since = p.Recycled()
+	ch = p.AvailableAfter(since, 2)
+	od.Release()
+	require.False(t, closed(ch))
+	held[0].Release()
+	require.True(t, closed(ch), "not woken by 2 buffers, one an overdraft one")
+
+	// Buffers recycled between the count and the wait count too; if k of
+	// them were, the wait is for the next one.
+	b, err := p.Request()
+	require.NoError(t, err)
+	held[0] = b
+	since = p.Recycled()
+	held[1].Release()
+	b, err = p.Request()
+	require.NoError(t, err)
+	held[1] = b
+	ch = p.AvailableAfter(since, 1)
+	require.NotNil(t, ch)
+	require.False(t, closed(ch))
+
+	// RequestBlockingAfter returns once k were recycled, and Close wakes it.
+	got := make(chan error, 1)
+	since = p.Recycled()
+	go func() {
+		b, err := p.RequestBlockingAfter(context.Background(), since, 4)
+		if b != nil {
+			b.Release()
+		}
+		got <- err
+	}()
+	for _, b := range held {
+		b.Release()
+	}
+	require.NoError(t, <-got)
+	held = held[:0]
+	for range 4 {
+		b, err := p.Request()
+		require.NoError(t, err)
+		held = append(held, b)
+	}
+	go func() {
+		_, err := p.RequestBlockingAfter(context.Background(), p.Recycled(), 4)
+		got <- err
+	}()
+	p.Close()
+	require.ErrorIs(t, <-got, ErrClosed)
+	for _, b := range held {
+		b.Release()
+	}
+	require.Zero(t, g.InUse())
+}

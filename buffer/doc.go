@@ -13,7 +13,9 @@
 // that does not fit fails at deployment with ErrInsufficient rather than
 // deadlocking later) and a maximum. A producer that finds its local pool
 // empty waits on Available or RequestBlocking; it wakes when a consumer
-// releases a buffer. That wait is back pressure.
+// releases a buffer (or, with AvailableAfter and RequestBlockingAfter,
+// once k were recycled: one wake-up per k buffers).
+// That wait is back pressure.
 //
 // Releasing a buffer twice, or using it after its last release, panics: it
 // is a bug in the runtime, never a user error.

@@ -192,6 +192,12 @@ type LocalPool struct {
 		reservedLeft int // of min, still to be taken from the global reservation
 		closed       bool
 		available    chan struct{}
+		// recycled counts the buffers recycled so far (Recycled); the
+		// waiter wants available closed once recycled-wakeSince reaches
+		// wakeK (RequestBlockingAfter, AvailableAfter).
+		recycled  uint64
+		wakeSince uint64
+		wakeK     uint64
 	}
 }
 
@@ -243,13 +249,14 @@ func (p *LocalPool) SegmentSize() int { return p.global.segSize }
 // Request returns a free buffer (one reference, length 0, type Data), or
 // nil if none is available now. It fails with ErrClosed after Close.
 func (p *LocalPool) Request() (*Buffer, error) {
-	b, _, err := p.requestOrWait()
+	b, _, err := p.requestOrWait(0, 1)
 	return b, err
 }
 
 // requestOrWait returns a buffer, or a channel that is closed when one may
-// have become available.
-func (p *LocalPool) requestOrWait() (*Buffer, <-chan struct{}, error) {
+// have become available: if the pool is at its maximum, once k buffers
+// were recycled since the count since.
+func (p *LocalPool) requestOrWait(since uint64, k int) (*Buffer, <-chan struct{}, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.closed {
@@ -269,7 +276,7 @@ func (p *LocalPool) requestOrWait() (*Buffer, <-chan struct{}, error) {
 		g.mu.Unlock()
 		if b == nil {
 			// Wake on either a local recycle or a global return.
-			return nil, mergeWait(p.availableLocked(), gch), nil
+			return nil, mergeWait(p.availableLocked(0, 1), gch), nil
 		}
 		if p.mu.reservedLeft > 0 {
 			p.mu.reservedLeft--
@@ -277,7 +284,7 @@ func (p *LocalPool) requestOrWait() (*Buffer, <-chan struct{}, error) {
 		p.mu.owned++
 	}
 	if b == nil {
-		return nil, p.availableLocked(), nil
+		return nil, p.availableLocked(since, k), nil
 	}
 	b.recycler = p
 	b.typ = Data
@@ -311,7 +318,13 @@ func (p *LocalPool) pushFreeLocked(b *Buffer) {
 	p.mu.free = append(p.mu.free, b)
 }
 
-func (p *LocalPool) availableLocked() <-chan struct{} {
+// availableLocked returns the channel closed once k buffers were recycled
+// since the count since, or, if that many were already, by the next one.
+func (p *LocalPool) availableLocked(since uint64, k int) <-chan struct{} {
+	if k <= 1 || p.mu.recycled-since >= uint64(k) {
+		since, k = p.mu.recycled, 1
+	}
+	p.mu.wakeSince, p.mu.wakeK = since, uint64(k)
 	if p.mu.available == nil {
 		p.mu.available = make(chan struct{})
 	}
@@ -336,11 +349,33 @@ func mergeWait(a, b <-chan struct{}) <-chan struct{} {
 // RequestBlocking returns a buffer, waiting until one is recycled. It fails
 // with ctx's error when ctx is done and with ErrClosed after Close.
 func (p *LocalPool) RequestBlocking(ctx context.Context) (*Buffer, error) {
+	return p.RequestBlockingAfter(ctx, 0, 1)
+}
+
+// Recycled is the number of buffers recycled into the pool so far (kept,
+// or, overdraft buffers and those of a closed pool, passed on to the
+// global pool): the count a wait of RequestBlockingAfter or AvailableAfter
+// starts from.
+func (p *LocalPool) Recycled() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.recycled
+}
+
+// RequestBlockingAfter is RequestBlocking that, finding no buffer, is
+// woken once k buffers were recycled since the count since (Recycled), not
+// by every recycled one: one wake-up (a futex wake, an inter-processor
+// interrupt in a VM) per k buffers; then, if it still finds none, by the
+// next. The caller must know that k buffers are recycled after since
+// without its producing more, or it may wait for ever: ResultPartition
+// counts the buffers queued for consumers that will take them.
+func (p *LocalPool) RequestBlockingAfter(ctx context.Context, since uint64, k int) (*Buffer, error) {
 	for {
-		b, wait, err := p.requestOrWait()
+		b, wait, err := p.requestOrWait(since, k)
 		if b != nil || err != nil {
 			return b, err
 		}
+		since, k = 0, 1 // woken, but none left for us: the next one
 		select {
 		case <-wait:
 		case <-ctx.Done():
@@ -352,13 +387,18 @@ func (p *LocalPool) RequestBlocking(ctx context.Context) (*Buffer, error) {
 // Available returns a channel that is closed once a buffer may be
 // available, or nil if one is available now. Producers select on it
 // together with their other events.
-func (p *LocalPool) Available() <-chan struct{} {
+func (p *LocalPool) Available() <-chan struct{} { return p.AvailableAfter(0, 1) }
+
+// AvailableAfter is Available whose channel, when no buffer is available
+// now, is closed once k buffers were recycled since the count since
+// (Recycled), with RequestBlockingAfter's caveat.
+func (p *LocalPool) AvailableAfter(since uint64, k int) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.closed || p.freeLenLocked() > 0 || p.mu.owned < p.max && p.global.hasFree() {
 		return nil
 	}
-	return p.availableLocked()
+	return p.availableLocked(since, k)
 }
 
 func (g *GlobalPool) hasFree() bool {
@@ -371,18 +411,26 @@ func (g *GlobalPool) hasFree() bool {
 // to the global pool once the local pool is closed.
 func (p *LocalPool) Recycle(b *Buffer) {
 	p.mu.Lock()
-	if p.mu.closed || p.mu.owned > p.max {
+	p.mu.recycled++
+	toGlobal := p.mu.closed || p.mu.owned > p.max
+	if toGlobal {
 		// Closed, or an overdraft buffer: back to the global pool.
 		p.mu.owned--
-		p.mu.Unlock()
-		p.global.give(b)
-		return
+	} else {
+		b.n = 0
+		p.pushFreeLocked(b)
 	}
-	b.n = 0
-	p.pushFreeLocked(b)
-	ch := p.mu.available
-	p.mu.available = nil
+	var ch chan struct{}
+	if p.mu.recycled-p.mu.wakeSince >= p.mu.wakeK {
+		// Woken by an overdraft buffer too: the pool is below its
+		// maximum then, and the waiter takes a global segment.
+		ch = p.mu.available
+		p.mu.available = nil
+	}
 	p.mu.Unlock()
+	if toGlobal {
+		p.global.give(b)
+	}
 	if ch != nil {
 		close(ch)
 	}

@@ -60,6 +60,17 @@
 //     does so to every worker); the worker's handler sees it last, then
 //     RunWorker returns nil.
 //
+// # Profiling
+//
+// The coordinator may ask a worker for a CPU profile of its process:
+// StartProfile (an ID and a length of at most a minute), answered by
+// Profile (the profile in pprof's format, or why there is none). The
+// worker records one at a time and stops early, without answering, on
+// CancelProfile or when the session ends. These messages are optional:
+// a worker lists FeatureProfile in Register.Features to receive them, so
+// that a coordinator never sends them to a worker built before them,
+// which could not decode them and would end its session.
+//
 // A highly available job's coordinators fail over: every command of the
 // leader (Deploy, CancelAttempt, TriggerCheckpoint, NotifyCheckpoint,
 // Commit) carries its Epoch, which grows with every new leader, and

@@ -87,6 +87,8 @@ type WorkerMessage struct {
 	Committed  *Committed  `json:"Committed,omitempty"`
 	// Metrics is the periodic report of the worker's tasks' metrics.
 	Metrics *MetricsReport `json:"Metrics,omitempty"`
+	// Profile answers StartProfile.
+	Profile *Profile `json:"Profile,omitempty"`
 }
 
 // CoordinatorMessage is what the coordinator sends to a worker. Exactly one
@@ -100,6 +102,44 @@ type CoordinatorMessage struct {
 	Commit            *Commit            `json:"Commit,omitempty"`
 	Shutdown          *Shutdown          `json:"Shutdown,omitempty"`
 	Heartbeat         *Heartbeat         `json:"Heartbeat,omitempty"`
+	// StartProfile and CancelProfile go only to a worker whose Register
+	// listed FeatureProfile: a worker built before them could not decode
+	// them and would end its session.
+	StartProfile  *StartProfile  `json:"StartProfile,omitempty"`
+	CancelProfile *CancelProfile `json:"CancelProfile,omitempty"`
+}
+
+// FeatureProfile, in Register.Features: the worker records CPU profiles
+// (StartProfile, CancelProfile, Profile).
+const FeatureProfile = "profile"
+
+// MaxProfileMillis bounds StartProfile.Millis: a minute.
+const MaxProfileMillis = 60_000
+
+// StartProfile asks the worker to record a CPU profile of its process
+// (runtime/pprof) for Millis (1..MaxProfileMillis) and to answer with
+// Profile. One at a time: a worker already recording one answers with
+// Busy. The recording stops early, without an answer, on CancelProfile
+// or when the session ends.
+type StartProfile struct {
+	ID     uint64 `json:"ID"`
+	Millis int64  `json:"Millis"`
+}
+
+// CancelProfile stops profile ID (its requester went away); the worker
+// does not answer.
+type CancelProfile struct {
+	ID uint64 `json:"ID"`
+}
+
+// Profile answers StartProfile ID: Data is the CPU profile in pprof's
+// format, or Error says why there is none (Busy: a CPU profile of the
+// worker's process was being recorded already).
+type Profile struct {
+	ID    uint64 `json:"ID"`
+	Data  []byte `json:"Data,omitempty"`
+	Error string `json:"Error,omitempty"`
+	Busy  bool   `json:"Busy,omitempty"`
 }
 
 // Register is a worker's first message. The coordinator rejects it if
@@ -110,6 +150,9 @@ type Register struct {
 	DataAddr    string `json:"DataAddr"`    // host:port of the worker's data-plane (TCP buffer) listener
 	Fingerprint string `json:"Fingerprint"` // hash of the job graph the worker was built with
 	Slots       int    `json:"Slots"`       // tasks the worker offers to run (0: unspecified)
+	// Features are the optional messages the worker understands
+	// (FeatureProfile); a coordinator sends no other optional message.
+	Features []string `json:"Features,omitempty"`
 }
 
 // Registered is the coordinator's first message on an accepted stream. The
@@ -341,6 +384,7 @@ func (m *WorkerMessage) kind() (string, error) {
 		field{"Decline", m.Decline != nil},
 		field{"Committed", m.Committed != nil},
 		field{"Metrics", m.Metrics != nil},
+		field{"Profile", m.Profile != nil},
 	)
 }
 
@@ -355,6 +399,8 @@ func (m *CoordinatorMessage) kind() (string, error) {
 		field{"Commit", m.Commit != nil},
 		field{"Shutdown", m.Shutdown != nil},
 		field{"Heartbeat", m.Heartbeat != nil},
+		field{"StartProfile", m.StartProfile != nil},
+		field{"CancelProfile", m.CancelProfile != nil},
 	)
 }
 

@@ -31,8 +31,9 @@ var sampleTask = state.TaskKey{Vertex: "window", Subtask: 2}
 // field set (TestSamplesSetEveryField), and its wire form.
 func workerSamples() []workerSample {
 	return []workerSample{
-		{"register", WorkerMessage{Register: &Register{WorkerID: "w1", DataAddr: "10.0.0.1:7001", Fingerprint: "graph-1", Slots: 4}},
-			`{"Register":{"WorkerID":"w1","DataAddr":"10.0.0.1:7001","Fingerprint":"graph-1","Slots":4}}`},
+		{"register", WorkerMessage{Register: &Register{WorkerID: "w1", DataAddr: "10.0.0.1:7001", Fingerprint: "graph-1", Slots: 4,
+			Features: []string{FeatureProfile}}},
+			`{"Register":{"WorkerID":"w1","DataAddr":"10.0.0.1:7001","Fingerprint":"graph-1","Slots":4,"Features":["profile"]}}`},
 		{"heartbeat", WorkerMessage{Heartbeat: &Heartbeat{}},
 			`{"Heartbeat":{}}`},
 		{"task status", WorkerMessage{TaskStatus: &TaskStatus{Attempt: 3, Task: sampleTask, State: Failed, Error: "boom", NonRecoverable: true,
@@ -57,6 +58,8 @@ func workerSamples() []workerSample {
 			Runtime: &RuntimeMetrics{HeapBytes: 18, SysBytes: 19, Goroutines: 20, CPUs: 21, NumGC: 22, GCPauseTotalNanos: 23,
 				MaxRecentGCPauseNanos: 24}}},
 			`{"Metrics":{"Attempt":3,"Tasks":[{"Task":{"Vertex":"window","Subtask":2},"Name":"window (3/4)","State":1,"ElapsedNanos":1,"RecordsIn":2,"RecordsOut":3,"BytesIn":4,"BytesOut":5,"BusyNanos":6,"IdleNanos":7,"BackPressuredNanos":8,"InputWatermark":9,"OutputWatermark":10,"Input":{"Queued":11,"InUse":12,"Capacity":13},"Output":{"Queued":14,"InUse":15,"Capacity":16},"Operators":[{"Name":"window","LateRecordsDropped":17}]}],"Runtime":{"HeapBytes":18,"SysBytes":19,"Goroutines":20,"CPUs":21,"NumGC":22,"GCPauseTotalNanos":23,"MaxRecentGCPauseNanos":24}}}`},
+		{"profile", WorkerMessage{Profile: &Profile{ID: 5, Data: []byte{0x1f, 0x8b}, Error: "cpu profiling already in use", Busy: true}},
+			`{"Profile":{"ID":5,"Data":"H4s=","Error":"cpu profiling already in use","Busy":true}}`},
 	}
 }
 
@@ -89,6 +92,10 @@ func coordinatorSamples() []coordinatorSample {
 			`{"Shutdown":{"Reason":"job finished"}}`},
 		{"heartbeat", CoordinatorMessage{Heartbeat: &Heartbeat{}},
 			`{"Heartbeat":{}}`},
+		{"start profile", CoordinatorMessage{StartProfile: &StartProfile{ID: 5, Millis: 10_000}},
+			`{"StartProfile":{"ID":5,"Millis":10000}}`},
+		{"cancel profile", CoordinatorMessage{CancelProfile: &CancelProfile{ID: 5}},
+			`{"CancelProfile":{"ID":5}}`},
 	}
 }
 

@@ -29,6 +29,9 @@ type WorkerInfo struct {
 	DataAddr string // the worker's data-plane address (Register.DataAddr)
 	Slots    int
 	Peer     string // the network address its control stream came from
+	// Features are the optional messages it understands
+	// (Register.Features).
+	Features []string
 }
 
 // Handler receives a Server's events. The calls for one worker come from
@@ -364,7 +367,7 @@ func (s *Server) connect(ss grpc.ServerStream) error {
 		return err
 	}
 	c := &conn{
-		info: WorkerInfo{ID: reg.WorkerID, DataAddr: reg.DataAddr, Slots: reg.Slots, Peer: remote},
+		info: WorkerInfo{ID: reg.WorkerID, DataAddr: reg.DataAddr, Slots: reg.Slots, Peer: remote, Features: reg.Features},
 		out:  make(chan CoordinatorMessage, s.cfg.QueueSize),
 		done: make(chan struct{}),
 	}

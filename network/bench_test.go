@@ -3,6 +3,7 @@ package network
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,7 +17,11 @@ var eop = wire.AppendEvent(nil, wire.Event{Kind: wire.EventEndOfPartition})
 // real partition, and consumes them through a local channel, an input gate
 // and a deserializer on the calling goroutine: the records are
 // BenchmarkIdealPipeline's.
-func exchange(b *testing.B, n int) {
+func exchange(b *testing.B, n int) { exchangeWake(b, n, DefaultWakeBatch, 0) }
+
+// exchangeWake is exchange with the partition's wake batch set to k and
+// a consumer that spends work rounds of arithmetic on every record.
+func exchangeWake(b *testing.B, n, k, work int) {
 	g, err := buffer.NewGlobalPool(buffer.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -29,6 +34,7 @@ func exchange(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	p.SetWakeBatch(k)
 	gate := NewInputGate("bench", []InputChannel{NewLocalChannel("bench[0]", p.Subpartition(0))})
 	if err := gate.Start(); err != nil {
 		b.Fatal(err)
@@ -56,7 +62,7 @@ func exchange(b *testing.B, n int) {
 		p.ReleaseProducer()
 		done <- nil
 	}()
-	got, sum := drainGate(b, gate)
+	got, sum := drainGateWork(b, gate, work)
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
@@ -77,6 +83,30 @@ func BenchmarkExchangeInProcess(b *testing.B) {
 	exchange(b, b.N)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	cpu.report(b)
+}
+
+// BenchmarkExchangeWakeBatch is BenchmarkExchangeInProcess with the
+// producer woken once k of its 10 buffers were recycled (SetWakeBatch; k=1:
+// by every recycled buffer).
+// With consumer=slow the consumer spends 8 rounds of a xorshift more per
+// record and is the slower side: the producer finds its pool empty at
+// every buffer. (With consumer=fast the producer is the slower side and
+// waits for a buffer only when the consumer is descheduled.)
+func BenchmarkExchangeWakeBatch(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		work int
+	}{{"fast", 0}, {"slow", 8}} {
+		for _, k := range []int{1, 4, 8} {
+			b.Run(fmt.Sprintf("consumer=%s/k=%d", c.name, k), func(b *testing.B) {
+				b.ReportAllocs()
+				cpu := startCPU()
+				exchangeWake(b, b.N, k, c.work)
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+				cpu.report(b)
+			})
+		}
+	}
 }
 
 // cpuMeter measures the process's CPU time over a benchmark: on a machine
@@ -117,39 +147,61 @@ func idealPipeline(b *testing.B, n int) {
 		free <- make([]byte, buffer.DefaultSegmentSize)
 	}
 	full := make(chan []byte, idealPoolSize)
-	const wire = lengthSize + idealRecord
 	go func() {
 		defer close(full)
 		for i := 0; i < n; {
 			seg := <-free
-			pos := 0
-			for ; i < n && len(seg)-pos >= wire; i++ {
-				rec := seg[pos : pos+wire]
-				binary.BigEndian.PutUint32(rec, idealRecord)
-				binary.BigEndian.PutUint64(rec[4:], uint64(i))
-				binary.BigEndian.PutUint64(rec[12:], 3*uint64(i))
-				pos += wire
-			}
+			pos, c := encodeIdeal(seg, i, n-i)
+			i += c
 			full <- seg[:pos]
 		}
 	}()
 	var got, sum uint64
 	for data := range full {
-		for rest := data; len(rest) >= wire; rest = rest[wire:] {
-			if k := binary.BigEndian.Uint32(rest); k != idealRecord {
-				b.Fatalf("ideal pipeline: record length %d, want %d", k, idealRecord)
-			}
-			sum += binary.BigEndian.Uint64(rest[4:]) + binary.BigEndian.Uint64(rest[12:])
-			got++
+		s, c, ok := decodeIdeal(data)
+		if !ok {
+			b.Fatalf("ideal pipeline: corrupt buffer after %d records", got+c)
 		}
-		if len(data)%wire != 0 {
-			b.Fatalf("ideal pipeline: %d trailing bytes", len(data)%wire)
-		}
+		sum, got = sum+s, got+c
 		free <- data[:cap(data)]
 	}
 	if want := 2 * uint64(n) * uint64(n-1); got != uint64(n) || sum != want {
 		b.Fatalf("ideal pipeline: got %d records (sum %d), want %d (sum %d)", got, sum, n, want)
 	}
+}
+
+// idealWire is an ideal pipeline record's size on the wire.
+const idealWire = lengthSize + idealRecord
+
+// encodeIdeal encodes the ideal pipeline's records from, from+1, … into
+// seg until it is full or max records are written, and returns the bytes
+// used and the records written (the machine-limits suite's fill16; its
+// decode16 is decodeIdeal). BenchmarkTCPRecordPipeline shares both.
+func encodeIdeal(seg []byte, from, max int) (used, count int) {
+	for count < max && len(seg)-used >= idealWire {
+		rec := seg[used : used+idealWire]
+		k := uint64(from + count)
+		binary.BigEndian.PutUint32(rec, idealRecord)
+		binary.BigEndian.PutUint64(rec[4:], k)
+		binary.BigEndian.PutUint64(rec[12:], 3*k)
+		used += idealWire
+		count++
+	}
+	return used, count
+}
+
+// decodeIdeal decodes the ideal pipeline's records in data and returns
+// the sum of their keys and values, their number, and false if a length
+// prefix is wrong or bytes trail.
+func decodeIdeal(data []byte) (sum, count uint64, ok bool) {
+	for ; len(data) >= idealWire; data = data[idealWire:] {
+		if binary.BigEndian.Uint32(data) != idealRecord {
+			return sum, count, false
+		}
+		sum += binary.BigEndian.Uint64(data[4:]) + binary.BigEndian.Uint64(data[12:])
+		count++
+	}
+	return sum, count, len(data) == 0
 }
 
 // BenchmarkIdealPipeline is the ceiling for BenchmarkExchangeInProcess on
@@ -262,7 +314,12 @@ func BenchmarkDeserialize100(b *testing.B) { benchDeserialize(b, 100) }
 // drainGate reads gate until its end-of-partition event, deserializing
 // every record, and returns how many it read and the sum of their leading
 // big-endian uint64s.
-func drainGate(b *testing.B, gate *InputGate) (got, sum uint64) {
+func drainGate(b *testing.B, gate *InputGate) (got, sum uint64) { return drainGateWork(b, gate, 0) }
+
+// drainGateWork is drainGate spending work rounds of a xorshift on every
+// record (a consumer slower than its producer).
+func drainGateWork(b *testing.B, gate *InputGate, work int) (got, sum uint64) {
+	x := uint64(1)
 	d := NewDeserializer("bench", 0)
 	defer d.Close()
 	for {
@@ -289,6 +346,14 @@ func drainGate(b *testing.B, gate *InputGate) (got, sum uint64) {
 			}
 			sum += binary.BigEndian.Uint64(rec)
 			got++
+			for range work {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+			}
+		}
+		if x == 0 {
+			b.Fatal("xorshift reached 0")
 		}
 	}
 }

@@ -10,9 +10,11 @@
 // bytes, split across buffers when it does not fit (docs/protocol.md,
 // "Data buffers and records"), and a keyed record to several subtasks
 // starts with its key group (KeyGroupOf). Buffers come from a bounded
-// buffer.LocalPool: a producer that finds it empty waits until a consumer
-// releases one, which is back pressure; a record caught without room in
-// the middle takes one of a few overdraft buffers instead.
+// buffer.LocalPool: a producer that finds it empty waits until consumers
+// release some, which is back pressure (it is woken once a few are free,
+// at most as many as its consumers can take without its writing more:
+// ResultPartition.SetWakeBatch); a record caught without room in the
+// middle takes one of a few overdraft buffers instead.
 //
 // On the consuming side an InputGate merges a task's InputChannels, one
 // per producer subtask: a LocalChannel hands a Subpartition's buffers over

@@ -68,6 +68,9 @@ type ResultPartition struct {
 	// room since (Available); it should wait for room before producing
 	// more.
 	overdrawn bool
+	// wakeBatch (SetWakeBatch) is how many free buffers a producer that
+	// found its pool empty waits for; at most 1 waits for one.
+	wakeBatch int
 
 	// watch lists the barriers WatchBarrier waits for; watching says
 	// whether it ever did (readers skip the lock otherwise).
@@ -89,10 +92,11 @@ func NewResultPartition(id uuid.UUID, name string, n int, pool *buffer.LocalPool
 		return nil, fmt.Errorf("network: partition %s: pool max %d below subpartitions+1 = %d", name, pool.Max(), n+1)
 	}
 	p := &ResultPartition{id: id, name: name, pool: pool, ctx: context.Background(),
-		subs: make([]*Subpartition, n), builders: make([]builder, n)}
+		subs: make([]*Subpartition, n), builders: make([]builder, n), wakeBatch: DefaultWakeBatch}
 	for i := range p.subs {
 		p.subs[i] = &Subpartition{index: i, parent: p}
 		p.builders[i].sub = i
+		p.builders[i].fit = 1
 	}
 	return p, nil
 }
@@ -136,6 +140,11 @@ const DefaultOverdraftBuffers = 5
 // Producer goroutine only.
 func (p *ResultPartition) Available() <-chan struct{} {
 	ch := p.pool.Available()
+	if ch != nil && p.wakeBatch > 1 {
+		// No buffer now: wait for the wake batch (counting what the
+		// consumers can take is done only here, not on every call).
+		ch = p.pool.AvailableAfter(p.wakeAfter())
+	}
 	if ch == nil {
 		p.overdrawn = false
 	}
@@ -147,6 +156,40 @@ func (p *ResultPartition) Available() <-chan struct{} {
 // it should wait (Available) before it produces more. Producer goroutine
 // only.
 func (p *ResultPartition) Overdrawn() bool { return p.overdrawn }
+
+// DefaultWakeBatch is a partition's SetWakeBatch unless set otherwise.
+const DefaultWakeBatch = 4
+
+// SetWakeBatch makes a producer that finds its pool empty wait until k
+// buffers were recycled (RequestBlockingAfter), not just one: k recycled
+// buffers cost one wake-up of the producer instead of k. It waits for at
+// most the data buffers queued ahead of any aligned barrier in its
+// subpartitions when it starts waiting, counted after the pool's count of
+// recycled buffers was taken: consumers take and recycle those without
+// its producing anything more, so that the wait always ends. A buffer a
+// consumer cannot take before an alignment, or holds until more data
+// comes, is never waited for. Call it before writing; k <= 1 restores one
+// wake-up per buffer.
+func (p *ResultPartition) SetWakeBatch(k int) { p.wakeBatch = k }
+
+// wakeAfter is the pool's count of recycled buffers and how many more the
+// producer waits for: the wake batch, at most the buffers its consumers
+// can take now, which are counted after since (so each of them is
+// recycled after it), at least 1. It takes the pool's and each
+// subpartition's lock (once per wait, never per record).
+func (p *ResultPartition) wakeAfter() (since uint64, k int) {
+	since = p.pool.Recycled()
+	if p.wakeBatch <= 1 {
+		return since, 1
+	}
+	q := 0
+	for _, s := range p.subs {
+		if q += s.consumable(); q >= p.wakeBatch {
+			return since, p.wakeBatch
+		}
+	}
+	return since, max(q, 1)
+}
 
 func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
 	b, err := p.pool.Request()
@@ -162,7 +205,8 @@ func (p *ResultPartition) requestBuffer() (*buffer.Buffer, error) {
 	}
 	start := time.Now()
 	p.waitStart.Store(monoSince(start))
-	b, err = p.pool.RequestBlocking(p.ctx)
+	since, k := p.wakeAfter()
+	b, err = p.pool.RequestBlockingAfter(p.ctx, since, k)
 	p.waitStart.Store(0)
 	p.stats.BackPressured += time.Since(start)
 	p.stats.BackPressureNum++
@@ -200,6 +244,7 @@ func AppendRecord[T any](p *ResultPartition, sub int, appendFn func([]byte, T) [
 // it across buffers: v did not fit in builder b's current buffer.
 func appendSpanning[T any](p *ResultPartition, b *builder, appendFn func([]byte, T) []byte, v T) error {
 	p.scratch = appendFn(p.scratch[:0], v)
+	b.fit = max(len(p.scratch), 1)
 	return p.writeSpanning(b, p.scratch)
 }
 
@@ -463,6 +508,31 @@ func (s *Subpartition) Poll() Polled {
 		r.NextType = s.mu.queue[s.mu.head].Type()
 	}
 	return r
+}
+
+// consumable counts the data buffers a reader can take from s without the
+// producer writing more: those queued ahead of the first aligned barrier
+// (after which s blocks until Resume) and of a held part.
+func (s *Subpartition) consumable() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.blocked || s.mu.released {
+		return 0
+	}
+	end := len(s.mu.queue)
+	if s.mu.holding {
+		end = min(end, s.mu.hold)
+	}
+	n := 0
+	for _, b := range s.mu.queue[min(s.mu.head, end):end] {
+		if b.Type().BlocksUpstream() {
+			break
+		}
+		if b.IsData() {
+			n++
+		}
+	}
+	return n
 }
 
 // Peek reports the type of the next buffer, if one can be polled now, and

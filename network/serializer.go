@@ -3,6 +3,7 @@ package network
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/weirstream/weir/buffer"
 )
@@ -25,17 +26,23 @@ type builder struct {
 	records int64          // records written, for PartitionStats
 	buf     *buffer.Buffer // current buffer, nil until the first record
 	sub     int            // the subpartition's index
+	// fit (at least 1) is the room a record is taken to need: the size of
+	// the last record that went the spanning way. A record is encoded in
+	// place only where that much room is left, so that at the end of a
+	// buffer an encoder does not grow (allocate) the slice it was given,
+	// only for the record to be encoded again.
+	fit int
 }
 
 // room is the free space in the current buffer.
 func (b *builder) room() int { return len(b.seg) - b.pos }
 
 // dst returns the empty slice a record's encoding is appended to in place,
-// right after room for its length prefix, and false if not even one byte
-// of encoding fits.
+// right after room for its length prefix, and false if less than fit
+// bytes of encoding fit.
 func (b *builder) dst() ([]byte, bool) {
 	seg, start := b.seg, b.pos+lengthSize
-	if start >= len(seg) {
+	if start+b.fit > len(seg) {
 		return nil, false
 	}
 	return seg[start:start:len(seg)], true
@@ -73,12 +80,14 @@ type Deserializer struct {
 	name    string
 	maxSize int
 
-	// fast is the unread part of the current buffer while Next may take
-	// whole records from it without further checks: no record is pending
-	// and no record inside the buffer can exceed maxSize. Otherwise it is
-	// empty and rest holds the unread bytes.
+	// data is the current buffer's bytes and off the position of the
+	// first unread one. fast is data while Next may take whole records
+	// from it without further checks (no record is pending and no record
+	// inside the buffer can exceed maxSize), nil otherwise: a record on
+	// the fast path moves off, an integer, and stores no slice.
+	data []byte
 	fast []byte
-	rest []byte
+	off  int
 	buf  *buffer.Buffer // current buffer (owned), nil when none
 
 	// a record spanning buffers
@@ -106,15 +115,15 @@ func (d *Deserializer) SetBuffer(b *buffer.Buffer) {
 		panic("network: Deserializer.SetBuffer before the previous buffer was consumed")
 	}
 	d.buf = b
-	d.rest = b.Bytes()
+	d.data, d.off = b.Bytes(), 0
 	d.toFast()
 }
 
-// toFast moves the unread bytes to the fast path when it may read them: no
-// record is pending, and a record that fits in the buffer fits in maxSize.
+// toFast lets the fast path read the buffer when it may: no record is
+// pending, and a record that fits in the buffer fits in maxSize.
 func (d *Deserializer) toFast() {
-	if !d.partial && d.buf != nil && d.buf.Len()-lengthSize <= d.maxSize {
-		d.fast, d.rest = d.rest, nil
+	if !d.partial && d.buf != nil && len(d.data)-lengthSize <= d.maxSize {
+		d.fast = d.data
 	}
 }
 
@@ -130,11 +139,20 @@ func (d *Deserializer) Pending() bool { return d.partial }
 // a *DeserializeError.
 func (d *Deserializer) Next() (rec []byte, ok bool, err error) {
 	// Fast path: a whole record inside the current buffer.
-	if f := d.fast; len(f) >= lengthSize {
-		if end := lengthSize + uint64(binary.BigEndian.Uint32(f)); end <= uint64(len(f)) {
-			d.fast = f[end:]
+	if f, off := d.fast, d.off; off+lengthSize <= len(f) {
+		p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(f)), off)
+		n := binary.BigEndian.Uint32((*[lengthSize]byte)(p)[:])
+		if uint64(n) <= uint64(len(f)-off-lengthSize) {
+			end := off + lengthSize + int(n)
+			d.off = end
 			// The buffer is released on a later call: rec aliases it.
-			return f[lengthSize:end:end], true, nil
+			// Without bounds checks: off is never negative, the record
+			// ends inside f, and n > 0 keeps the pointer inside the
+			// buffer (an empty record at its end would point past it).
+			if n > 0 {
+				return unsafe.Slice((*byte)(unsafe.Add(p, lengthSize)), int(n)), true, nil
+			}
+			return f[end:end], true, nil
 		}
 	}
 	return d.next()
@@ -146,22 +164,19 @@ func (d *Deserializer) next() ([]byte, bool, error) {
 	if d.buf == nil {
 		return nil, false, nil
 	}
-	if len(d.fast) > 0 {
-		d.rest, d.fast = d.fast, nil
-	}
+	d.fast = nil
 	if !d.partial {
-		if len(d.rest) >= lengthSize {
-			n := int(binary.BigEndian.Uint32(d.rest))
+		if rest := d.data[d.off:]; len(rest) >= lengthSize {
+			n := int(binary.BigEndian.Uint32(rest))
 			if n > d.maxSize {
 				return nil, false, d.corrupt(n)
 			}
-			if len(d.rest)-lengthSize >= n {
-				rec := d.rest[lengthSize : lengthSize+n : lengthSize+n]
-				d.rest = d.rest[lengthSize+n:]
-				return rec, true, nil
+			if len(rest)-lengthSize >= n {
+				d.off += lengthSize + n
+				return rest[lengthSize : lengthSize+n : lengthSize+n], true, nil
 			}
 		}
-		if len(d.rest) == 0 {
+		if d.off == len(d.data) {
 			d.release()
 			return nil, false, nil
 		}
@@ -174,14 +189,15 @@ func (d *Deserializer) next() ([]byte, bool, error) {
 
 func (d *Deserializer) nextSpanning() ([]byte, bool, error) {
 	for {
-		if len(d.rest) == 0 {
+		rest := d.data[d.off:]
+		if len(rest) == 0 {
 			d.release()
 			return nil, false, nil
 		}
 		if d.lenHave < lengthSize {
-			c := copy(d.lenBuf[d.lenHave:], d.rest)
+			c := copy(d.lenBuf[d.lenHave:], rest)
 			d.lenHave += c
-			d.rest = d.rest[c:]
+			d.off += c
 			if d.lenHave < lengthSize {
 				continue
 			}
@@ -192,10 +208,11 @@ func (d *Deserializer) nextSpanning() ([]byte, bool, error) {
 			if cap(d.scratch) < d.recLen {
 				d.scratch = make([]byte, 0, d.recLen)
 			}
+			rest = d.data[d.off:]
 		}
-		take := min(d.recLen-len(d.scratch), len(d.rest))
-		d.scratch = append(d.scratch, d.rest[:take]...)
-		d.rest = d.rest[take:]
+		take := min(d.recLen-len(d.scratch), len(rest))
+		d.scratch = append(d.scratch, rest[:take]...)
+		d.off += take
 		if len(d.scratch) == d.recLen {
 			d.partial = false
 			d.toFast()
@@ -212,7 +229,7 @@ func (d *Deserializer) release() {
 	if d.buf != nil {
 		d.buf.Release()
 		d.buf = nil
-		d.fast, d.rest = nil, nil
+		d.data, d.fast, d.off = nil, nil, 0
 	}
 }
 
@@ -229,8 +246,7 @@ func (d *Deserializer) AppendUnconsumed(dst []byte) []byte {
 		}
 	}
 	if d.buf != nil {
-		dst = append(dst, d.fast...)
-		dst = append(dst, d.rest...)
+		dst = append(dst, d.data[d.off:]...)
 	}
 	return dst
 }

@@ -1,7 +1,9 @@
 package network
 
 import (
+	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/weirstream/weir/internal/keygroup"
 )
@@ -127,9 +129,32 @@ func (w *RecordWriter[T]) Partition() *ResultPartition { return w.p }
 // blocks while the partition's pool is empty (back pressure) and fails
 // when the partition's context is cancelled.
 func (w *RecordWriter[T]) Emit(v T) error {
-	b := w.forward
+	if b := w.forward; b != nil { // Forward, or Hash to a single consumer
+		// builder.dst and builder.commit, inline: a record that fits in
+		// the current buffer is encoded in place, its length prefix put
+		// before it, and nothing else is stored but the position.
+		seg, pos := b.seg, b.pos
+		if start := pos + lengthSize; start+b.fit <= len(seg) {
+			dst := seg[start:start:len(seg)]
+			out := w.appendFn(dst, v)
+			// Appended in place: append kept dst's array. Anything else
+			// (grown, or another slice) goes the spanning way.
+			if unsafe.SliceData(out) == unsafe.SliceData(dst) && len(out) <= len(seg)-start {
+				binary.BigEndian.PutUint32(seg[pos:start], uint32(len(out)))
+				b.pos = start + len(out)
+				b.records++
+				return nil
+			}
+		}
+		return appendSpanning(w.p, b, w.appendFn, v)
+	}
+	return w.emit(v)
+}
+
+// emit is Emit for the partitionings that choose a builder per record.
+func (w *RecordWriter[T]) emit(v T) error {
+	var b *builder
 	switch w.mode {
-	case Forward:
 	case Hash:
 		g := keygroup.ForHash(w.hash(v), w.maxPar)
 		b = &w.p.builders[w.groupSub[g]]

@@ -1,7 +1,8 @@
 # ratio.awk passes `go test -bench` output through and, at the end, prints
 # the ratio of BenchmarkExchangeInProcess's median records/s to
-# BenchmarkIdealPipeline's: how close the real in-process exchange comes to
-# the ideal pipeline measured in the same run (make baseline, make bench).
+# BenchmarkIdealPipeline's, and of BenchmarkTCPExchange/16B's to
+# BenchmarkTCPRecordPipeline's: how close the real exchanges come to their
+# ideal pipelines measured in the same run (make baseline, make bench).
 
 function median(a, n,    i, j, t) {
 	for (i = 1; i < n; i++)
@@ -18,13 +19,22 @@ function rate(    i) {
 	return -1
 }
 
+function ratio(what, real, ideal, nr, ni,    r, i) {
+	if (nr == 0 || ni == 0)
+		return
+	r = median(real, nr); i = median(ideal, ni)
+	printf "%s: %.2f (median %.1f / %.1f M records/s over %d / %d runs)\n", what, r / i, r / 1e6, i / 1e6, nr, ni
+}
+
 { print }
 /^BenchmarkIdealPipeline(-[0-9]+)?[ \t]/ { r = rate(); if (r > 0) ideal[ni++] = r }
 /^BenchmarkExchangeInProcess(-[0-9]+)?[ \t]/ { r = rate(); if (r > 0) exch[ne++] = r }
+/^BenchmarkTCPRecordPipeline(-[0-9]+)?[ \t]/ { r = rate(); if (r > 0) tideal[nti++] = r }
+/^BenchmarkTCPExchange\/16B(-[0-9]+)?[ \t]/ { r = rate(); if (r > 0) tcp[nt++] = r }
 
 END {
-	if (ni == 0 || ne == 0)
-		exit
-	i = median(ideal, ni); e = median(exch, ne)
-	printf "\nexchange / ideal pipeline: %.2f (median %.1f / %.1f M records/s over %d / %d runs)\n", e / i, e / 1e6, i / 1e6, ne, ni
+	if (ni + ne + nti + nt > 0)
+		print ""
+	ratio("exchange / ideal pipeline", exch, ideal, ne, ni)
+	ratio("TCP exchange 16B / TCP record pipeline", tcp, tideal, nt, nti)
 }

@@ -30,9 +30,13 @@
 // it. A Bounded source stops at the last message each split had when the
 // job first started.
 //
-// A fetch that fails (the server went away, the consumer was deleted)
-// fails the source's task: the job fails over, restores its latest
-// checkpoint and resumes once the server is back.
+// A fetch that fails (the consumer was deleted) and a lost connection
+// (the server went away or restarted) fail the task, of a source or a
+// sink: the job fails over, restores its latest checkpoint and resumes
+// once the server is back (its restarts fail until then, within the
+// restart strategy). nats.go would reconnect and carry on, but what was
+// in flight at the loss (a fetch, unacknowledged publications) is then
+// unknown; restoring the checkpoint settles it.
 //
 // # Sink
 //

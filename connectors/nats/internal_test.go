@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -135,4 +136,16 @@ func TestTxnCodec(t *testing.T) {
 	// A transaction over its bound fails the write.
 	c.cfg.MaxTransactionBytes = 40
 	require.ErrorContains(t, c.WriteTimestamped(tx, "this is too long for the bound", 0), "exceed MaxTransactionBytes")
+}
+
+// The message IDs of a transaction are prefix-0, prefix-1, … across the
+// strings they are cut from: a commit repeated after a restore must
+// publish under the same IDs as the first.
+func TestMsgIDs(t *testing.T) {
+	ids := msgIDs{prefix: "job-1-7"}
+	for i := range 3*idsPerString + 5 {
+		if got, want := ids.next(), "job-1-7-"+strconv.Itoa(i); got != want {
+			t.Fatalf("id %d: %q, want %q", i, got, want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package nats_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,39 +14,52 @@ import (
 
 	"github.com/weirstream/weir"
 	weirnats "github.com/weirstream/weir/connectors/nats"
+	"github.com/weirstream/weir/connectors/nats/natstest"
 )
 
 // The server shuts down while an exactly-once job runs and starts again
-// on the same port and store a little later, twice: the job fails over
-// (or, if no request was in flight, carries on once its connections are
-// back), retries while the server is gone, resumes from its latest
-// checkpoint, and the stream written holds exactly the batch answer.
+// on the same port and store, twice: each time the job fails over while
+// the server is down (its tasks fail once their connections are lost,
+// and the restarts fail until the server is back), then resumes from its
+// latest checkpoint and reads records again; the stream written holds
+// exactly the batch answer.
 func TestServerRestartDuringJob(t *testing.T) {
 	s := server(t)
 	clicksStreams(t, s.URL())
 	in := clicks(12000, 7)
 	publish(t, s.URL(), clickSubject, in, nil)
+	ctx := testCtx(t)
 	var (
 		wg       sync.WaitGroup
 		restarts [2]sync.Once
 		errs     [2]error
-		at       [2]atomic.Int64
+		at       [2]atomic.Int64 // the record count when the server went down
+		upAt     [2]atomic.Int64 // and when it was back
+		failover [2]atomic.Int64 // the job's restarts by then
 	)
 	defer wg.Wait()
 	k := &killer{}
 	k.onRecord = func(c int64) {
 		for i, from := range []int64{3000, 7000} {
-			if c >= from && k.completed(2*(i+1)) {
+			if c >= from && k.completed(2*(i+1)) && (i == 0 || upAt[0].Load() != 0) {
 				restarts[i].Do(func() {
 					at[i].Store(c)
-					wg.Go(func() { errs[i] = s.Restart(200 * time.Millisecond) })
+					wg.Go(func() {
+						n, err := restartAfterFailover(ctx, s, k.job.Load())
+						failover[i].Store(int64(n))
+						upAt[i].Store(k.seen.Load())
+						errs[i] = err
+					})
 				})
 			}
 		}
 	}
-	env := checkpointed(2)
+	// While the server is down every restart fails at once (10 ms apart),
+	// until the job's metrics (sampled every second) show the failover:
+	// a budget that so many restarts cannot exhaust.
+	env := checkpointed(2, weir.WithRestartStrategy(weir.FixedDelayRestart(1<<30, 10*time.Millisecond)))
 	countingJob(env, s.URL(), k, weirnats.ExactlyOnce)
-	j, err := env.Start(testCtx(t))
+	j, err := env.Start(ctx)
 	require.NoError(t, err)
 	k.job.Store(j)
 	res, err := j.Wait()
@@ -54,12 +68,36 @@ func TestServerRestartDuringJob(t *testing.T) {
 	for i := range errs {
 		require.NotZero(t, at[i].Load(), "restart %d happened while the job ran", i)
 		require.NoError(t, errs[i], "restart %d", i)
+		// Resumed: records were read after the server came back (by the
+		// attempt that failed over, since every task had failed).
+		require.Greater(t, k.seen.Load(), upAt[i].Load(), "the job read records after restart %d", i)
 	}
+	require.Greater(t, failover[1].Load(), failover[0].Load(), "the second restart failed the job over again")
 	got := readStream(t, s.URL(), "counts")
 	slices.Sort(got)
 	requireSame(t, runningCounts(in), got)
-	t.Logf("server restarted at records %d and %d; job restarts %d, checkpoints %d completed, %d failed",
-		at[0].Load(), at[1].Load(), res.Restarts, res.Checkpoints.Completed, res.Checkpoints.Failed)
+	t.Logf("server down at records %d and %d, back at %d and %d; job restarts %d, checkpoints %d completed, %d failed",
+		at[0].Load(), at[1].Load(), upAt[0].Load(), upAt[1].Load(), res.Restarts, res.Checkpoints.Completed, res.Checkpoints.Failed)
+}
+
+// restartAfterFailover shuts s down, waits until j has failed over (its
+// restart count went up), and brings s back; it returns j's restart
+// count then.
+func restartAfterFailover(ctx context.Context, s *natstest.Server, j *weir.Job) (int, error) {
+	before := j.Metrics().NumRestarts
+	s.Down()
+	for {
+		n := j.Metrics().NumRestarts
+		if n > before {
+			return n, s.Up()
+		}
+		select {
+		case <-ctx.Done():
+			_ = s.Up()
+			return n, fmt.Errorf("the job did not fail over while the server was down (restarts %d): %w", n, context.Cause(ctx))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // Canceling a job while the server is gone for good returns promptly:

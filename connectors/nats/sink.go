@@ -166,7 +166,7 @@ func Sink[T any](s *weir.Stream[T], cfg SinkConfig[T]) *weir.Sink {
 // duplicate window.
 func checkSink[T any](ctx context.Context, cfg *SinkConfig[T], interval time.Duration) (time.Duration, error) {
 	what := "nats: sink " + cfg.Subject + cfg.Stream
-	nc, err := connect(cfg.URL, "weir nats sink check", cfg.RequestTimeout, cfg.Options)
+	nc, err := connect(cfg.URL, "weir nats sink check", cfg.RequestTimeout, cfg.Options, nil)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
@@ -301,6 +301,7 @@ type committer[T any] struct {
 
 	nc     *natsgo.Conn
 	js     jetstream.JetStream
+	lost   chan struct{}   // closed once nc's connection is lost
 	ctx    context.Context // the task's (SetContext); nil: none
 	closed bool
 	empty  txn // at-least-once's transaction
@@ -337,7 +338,13 @@ func (c *committer[T]) conn() error {
 	if c.js != nil {
 		return nil
 	}
-	nc, err := connect(c.cfg.URL, fmt.Sprintf("weir nats sink %s %d", c.cfg.Subject+c.cfg.Stream, c.sub), c.cfg.RequestTimeout, c.cfg.Options)
+	lost := make(chan struct{})
+	var once sync.Once
+	nc, err := connect(c.cfg.URL, fmt.Sprintf("weir nats sink %s %d", c.cfg.Subject+c.cfg.Stream, c.sub), c.cfg.RequestTimeout, c.cfg.Options,
+		func(err error) {
+			c.fail(fmt.Errorf("nats: sink: %w", err))
+			once.Do(func() { close(lost) })
+		})
 	if err != nil {
 		return fmt.Errorf("nats: sink: %w", err)
 	}
@@ -348,23 +355,62 @@ func (c *committer[T]) conn() error {
 		nc.Close()
 		return fmt.Errorf("nats: sink: %w", err)
 	}
-	c.nc, c.js = nc, js
+	c.nc, c.js, c.lost = nc, js, lost
 	return nil
 }
 
 func (c *committer[T]) onError(_ jetstream.JetStream, m *natsgo.Msg, err error) {
+	c.fail(fmt.Errorf("nats: sink: publishing to %s: %w", m.Subject, err))
+}
+
+// fail records the sink's first failure, which the next write, wait or
+// commit returns.
+func (c *committer[T]) fail(err error) {
 	c.mu.Lock()
 	if c.mu.err == nil {
-		c.mu.err = fmt.Errorf("nats: sink: publishing to %s: %w", m.Subject, err)
+		c.mu.err = err
 	}
 	c.mu.Unlock()
 	c.failed.Store(true)
 }
 
-func (c *committer[T]) onAck(_ jetstream.JetStream, _ *natsgo.Msg, a *jetstream.PubAck) {
+func (c *committer[T]) onAck(_ jetstream.JetStream, m *natsgo.Msg, a *jetstream.PubAck) {
 	if a.Duplicate {
 		c.duplicates.Add(1)
 	}
+	c.recycle(m)
+}
+
+// An exactly-once commit publishes each record with a header; its
+// messages are recycled once acknowledged (nats.go drops them after the
+// acknowledgement handler), so that a message, its header map and the
+// header's value slice are allocated once, not once per record.
+var idMsgs sync.Pool
+
+// idMsg returns a message with a Nats-Msg-Id header of id.
+func idMsg(subject string, data []byte, id string) *natsgo.Msg {
+	m, _ := idMsgs.Get().(*natsgo.Msg)
+	if m == nil {
+		m = &natsgo.Msg{Header: natsgo.Header{jetstream.MsgIDHeader: make([]string, 1)}}
+	}
+	m.Subject, m.Data = subject, data
+	m.Header[jetstream.MsgIDHeader][0] = id
+	return m
+}
+
+// recycle puts back a message of idMsg (one with exactly one header: a
+// timestamp header makes two, and such messages are left alone).
+func (c *committer[T]) recycle(m *natsgo.Msg) {
+	if len(m.Header) != 1 {
+		return
+	}
+	v := m.Header[jetstream.MsgIDHeader]
+	if len(v) != 1 {
+		return
+	}
+	v[0] = ""
+	*m = natsgo.Msg{Header: m.Header}
+	idMsgs.Put(m)
 }
 
 func (c *committer[T]) ackErr() error {
@@ -431,15 +477,21 @@ func (c *committer[T]) WriteTimestamped(t *txn, v T, ts int64) error {
 // publish publishes one message asynchronously, waiting (cancellably,
 // up to RequestTimeout) while MaxPending publications are unacknowledged.
 func (c *committer[T]) publish(subject string, data []byte, id string, ts int64) error {
-	m := &natsgo.Msg{Subject: subject, Data: data}
-	if id != "" || (c.cfg.TimestampHeader != "" && ts != eventtime.NoTimestamp) {
-		m.Header = natsgo.Header{}
+	stamped := c.cfg.TimestampHeader != "" && ts != eventtime.NoTimestamp
+	var m *natsgo.Msg
+	switch {
+	case id != "" && !stamped: // exactly-once's usual message
+		m = idMsg(subject, data, id)
+	case id != "" || stamped:
+		m = &natsgo.Msg{Subject: subject, Data: data, Header: natsgo.Header{}}
 		if id != "" {
 			m.Header[jetstream.MsgIDHeader] = []string{id}
 		}
-		if c.cfg.TimestampHeader != "" && ts != eventtime.NoTimestamp {
+		if stamped {
 			m.Header[c.cfg.TimestampHeader] = []string{strconv.FormatInt(ts, 10)}
 		}
+	default:
+		m = &natsgo.Msg{Subject: subject, Data: data}
 	}
 	_, err := c.js.PublishMsgAsync(m, c.opts...)
 	if err == nil {
@@ -451,6 +503,9 @@ func (c *committer[T]) publish(subject string, data []byte, id string, ts int64)
 	ctx, cancel := c.requestCtx()
 	defer cancel()
 	for errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+		if c.failed.Load() {
+			return c.ackErr()
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("nats: sink: publishing to %s: %d publications still unacknowledged: %w", subject, c.js.PublishAsyncPending(), context.Cause(ctx))
 		}
@@ -469,6 +524,7 @@ func (c *committer[T]) waitAcks(what string) error {
 	defer cancel()
 	select {
 	case <-c.js.PublishAsyncComplete():
+	case <-c.lost:
 	case <-ctx.Done():
 		return fmt.Errorf("nats: sink: %s: %d publications unacknowledged: %w", what, c.js.PublishAsyncPending(), context.Cause(ctx))
 	}
@@ -505,15 +561,12 @@ func (c *committer[T]) Commit(t *txn) error {
 		}
 	}
 	dup := c.duplicates.Load()
-	i := 0
-	id := make([]byte, 0, len(t.Name)+12)
+	ids := msgIDs{prefix: t.Name}
 	err := t.each(func(subject string, ts int64, data []byte) error {
 		if subject == "" {
 			subject = c.cfg.Subject
 		}
-		id = strconv.AppendInt(append(append(id[:0], t.Name...), '-'), int64(i), 10)
-		i++
-		return c.publish(subject, data, string(id), ts)
+		return c.publish(subject, data, ids.next(), ts)
 	})
 	if err == nil {
 		err = c.waitAcks("committing " + t.Name)
@@ -527,6 +580,37 @@ func (c *committer[T]) Commit(t *txn) error {
 	}
 	t.committed, t.Buf = true, nil
 	return nil
+}
+
+// msgIDs numbers the messages of a transaction: prefix-0, prefix-1, …,
+// made idsPerString at a time into one string.
+type msgIDs struct {
+	prefix string
+	n      int    // the next number
+	s      string // ids, ends[k-1]:ends[k] the k-th
+	ends   []int
+	k      int
+	buf    []byte
+}
+
+const idsPerString = 256
+
+func (m *msgIDs) next() string {
+	if m.k == len(m.ends) {
+		m.buf, m.ends, m.k = m.buf[:0], m.ends[:0], 0
+		for range idsPerString {
+			m.buf = strconv.AppendInt(append(append(m.buf, m.prefix...), '-'), int64(m.n), 10)
+			m.n++
+			m.ends = append(m.ends, len(m.buf))
+		}
+		m.s = string(m.buf)
+	}
+	start := 0
+	if m.k > 0 {
+		start = m.ends[m.k-1]
+	}
+	m.k++
+	return m.s[start:m.ends[m.k-1]]
 }
 
 // Abort drops t's records: the job replays them.

@@ -196,9 +196,16 @@ func Source[T any](env *weir.Environment, cfg SourceConfig[T]) *weir.Stream[T] {
 	})
 }
 
-// connect connects to cfg's servers, failing after timeout.
-func connect(url, name string, timeout time.Duration, opts []natsgo.Option) (*natsgo.Conn, error) {
+// connect connects to cfg's servers, failing after timeout. lost, if
+// set, is called once the connection is lost (not when closed by Close):
+// the client would reconnect and carry on, but a task of weir fails
+// instead, so that the job fails over and restores its latest checkpoint
+// whatever was in flight.
+func connect(url, name string, timeout time.Duration, opts []natsgo.Option, lost func(error)) (*natsgo.Conn, error) {
 	o := append([]natsgo.Option{natsgo.Name(name), natsgo.Timeout(timeout)}, opts...)
+	if lost != nil {
+		o = append(o, onLost(lost))
+	}
 	nc, err := natsgo.Connect(url, o...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", url, err)
@@ -206,10 +213,37 @@ func connect(url, name string, timeout time.Duration, opts []natsgo.Option) (*na
 	return nc, nil
 }
 
+// onLost chains lost before the disconnection handler of the options
+// given, if any.
+func onLost(lost func(error)) natsgo.Option {
+	return func(o *natsgo.Options) error {
+		prev := o.DisconnectedErrCB
+		o.DisconnectedErrCB = func(nc *natsgo.Conn, err error) {
+			if !nc.IsClosed() {
+				if err == nil {
+					err = errors.New("disconnected")
+				}
+				lost(fmt.Errorf("lost the connection to %s: %w", serverOf(nc), err))
+			}
+			if prev != nil {
+				prev(nc, err)
+			}
+		}
+		return nil
+	}
+}
+
+func serverOf(nc *natsgo.Conn) string {
+	if u := nc.ConnectedUrlRedacted(); u != "" {
+		return u
+	}
+	return "the server"
+}
+
 // checkSource checks, before the job runs, that the stream exists and
 // has the subjects filtered.
 func checkSource[T any](ctx context.Context, cfg *SourceConfig[T]) error {
-	nc, err := connect(cfg.URL, "weir nats source check", cfg.RequestTimeout, cfg.Options)
+	nc, err := connect(cfg.URL, "weir nats source check", cfg.RequestTimeout, cfg.Options, nil)
 	if err != nil {
 		return fmt.Errorf("nats: source %s: %w", cfg.Stream, err)
 	}
@@ -327,7 +361,7 @@ const maxPendingAcks = 64
 
 func (r *reader[T]) Start(splits *weir.Splits) error {
 	r.splits = splits
-	nc, err := connect(r.cfg.URL, fmt.Sprintf("weir nats source %s %d", r.cfg.Stream, r.sub), r.cfg.RequestTimeout, r.cfg.Options)
+	nc, err := connect(r.cfg.URL, fmt.Sprintf("weir nats source %s %d", r.cfg.Stream, r.sub), r.cfg.RequestTimeout, r.cfg.Options, r.lost)
 	if err != nil {
 		return fmt.Errorf("nats: source %s: %w", r.cfg.Stream, err)
 	}
@@ -538,6 +572,16 @@ func (r *reader[T]) fetch() {
 			return
 		}
 	}
+}
+
+// lost fails the source once its connection is lost (see connect).
+func (r *reader[T]) lost(err error) {
+	r.mu.Lock()
+	if r.mu.err == nil {
+		r.mu.err = fmt.Errorf("nats: source %s: %w", r.cfg.Stream, err)
+	}
+	r.mu.Unlock()
+	signal(r.ready)
 }
 
 // handOver adds local to the messages for the task, waiting while those

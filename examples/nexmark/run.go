@@ -317,6 +317,10 @@ func (q query[R]) run(ctx context.Context, p params) (figures, error) {
 	}
 	f.verified = true
 	v := fmt.Sprintf("%d rows verified against the batch computation's %d", f.rows, len(want))
+	if q.check != nil {
+		// An updating query: many updates, one final result per key.
+		v = fmt.Sprintf("%d updates verified against the batch computation's %d final results", f.rows, len(want))
+	}
 	if f.note != "" {
 		v += "; " + f.note
 	}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/metrics"
@@ -44,7 +45,21 @@ type Control interface {
 	// latest runtime figures: a cluster job's workers, or the job's own
 	// process ("local").
 	Workers() []metrics.Worker
+	// ProfileWorker records a CPU profile of worker id (an ID of
+	// Workers) for d (at most MaxWorkerProfile) and returns it in pprof's
+	// format; the recording stops when ctx ends. Its errors wrap
+	// ErrNoWorker (no such worker: 404), ErrProfileBusy (a profile of
+	// that worker's process is being recorded already: 409), ErrConflict
+	// (the worker cannot record one: 409) or ErrWorkerGone (the worker
+	// left before it answered: 502), or are ctx's.
+	ProfileWorker(ctx context.Context, id string, d time.Duration) ([]byte, error)
 }
+
+// Errors of Control.ProfileWorker.
+var (
+	ErrNoWorker   = errors.New("no such worker")
+	ErrWorkerGone = errors.New("the worker left before it answered")
+)
 
 // ErrConflict marks an error of Control as a conflict with the job's
 // state (409): it does not checkpoint, it is not running, it is stopping.

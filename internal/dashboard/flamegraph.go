@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
-	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -55,19 +54,20 @@ func (p *profiler) flamegraph(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var buf profileBuffer
-	if err := pprof.StartCPUProfile(&buf); err != nil {
-		writeError(w, http.StatusConflict, "a CPU profile is being taken already: "+err.Error())
+	data, err := CPUProfile(r.Context(), d)
+	if err != nil {
+		profileError(w, err)
 		return
 	}
-	done := sleep(r, d)
-	pprof.StopCPUProfile()
-	if !done {
-		return // the client went away, or the server shuts down
-	}
-	g, err := flameGraphOf(buf.b)
+	writeFlameGraph(w, data, writeError)
+}
+
+// writeFlameGraph answers a CPU profile in pprof's format as a flame
+// graph; fail answers an error.
+func writeFlameGraph(w http.ResponseWriter, data []byte, fail func(http.ResponseWriter, int, string)) {
+	g, err := flameGraphOf(data)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	writeJSON(w, g)

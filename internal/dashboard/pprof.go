@@ -1,6 +1,8 @@
 package dashboard
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"html"
 	"net/http"
@@ -23,7 +25,35 @@ const (
 	// profileSlack is how much longer than the profile the response may
 	// take to write.
 	profileSlack = 10 * time.Second
+	// MaxWorkerProfile bounds a worker's CPU profile (its control
+	// connection carries it; cluster.MaxProfileMillis).
+	MaxWorkerProfile = time.Minute
 )
+
+// ErrProfileBusy: a CPU profile of the process is being recorded already
+// (runtime/pprof records one at a time); the API answers 409.
+var ErrProfileBusy = errors.New("a CPU profile is being recorded already")
+
+// CPUProfile records a CPU profile of this process for d and returns it
+// in pprof's format. It returns ctx's error if ctx ends first (the
+// recording stops then) and an error wrapping ErrProfileBusy while
+// another CPU profile is being recorded in the process.
+func CPUProfile(ctx context.Context, d time.Duration) ([]byte, error) {
+	var buf profileBuffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrProfileBusy, err)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		pprof.StopCPUProfile()
+		return nil, ctx.Err()
+	}
+	pprof.StopCPUProfile() // waits for the profile's last write
+	return buf.b, nil
+}
 
 // profiler serves net/http/pprof's routes under /debug/pprof/, written
 // against runtime/pprof: importing net/http/pprof would register them on
@@ -32,6 +62,8 @@ const (
 // against net/http/pprof.
 type profiler struct {
 	max time.Duration
+	// ctl, if set, profiles its workers (GET /taskmanagers/{id}/…).
+	ctl Control
 }
 
 func (p *profiler) register(mux *http.ServeMux) {
@@ -41,6 +73,10 @@ func (p *profiler) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/trace", p.trace)
 	mux.HandleFunc("GET /debug/pprof/{profile}", p.named)
 	mux.HandleFunc("GET /api/v1/flamegraph", p.flamegraph)
+	if p.ctl != nil {
+		mux.HandleFunc("GET /taskmanagers/{taskmanagerid}/flamegraph", p.workerFlamegraph)
+		mux.HandleFunc("GET /taskmanagers/{taskmanagerid}/pprof/profile", p.workerProfile)
+	}
 }
 
 func (p *profiler) index(w http.ResponseWriter, r *http.Request) {
@@ -64,24 +100,34 @@ func (p *profiler) cmdline(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(strings.Join(os.Args, "\x00")))
 }
 
-// seconds parses ?seconds= (default def, at most max).
+// seconds parses ?seconds= (default def, at most p.max); false after
+// answering 400.
 func (p *profiler) seconds(w http.ResponseWriter, r *http.Request, def time.Duration) (time.Duration, bool) {
+	d, err := profileLength(w, r, def, p.max)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return 0, false
+	}
+	return d, true
+}
+
+// profileLength parses ?seconds= (default def, at most max) and gives the
+// response the time to write it (the server's write timeout is shorter
+// than a profile).
+func profileLength(w http.ResponseWriter, r *http.Request, def, max time.Duration) (time.Duration, error) {
 	d := def
 	if s := r.URL.Query().Get("seconds"); s != "" {
 		n, err := strconv.ParseFloat(s, 64)
 		if err != nil || n <= 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds %q: not a positive number", s))
-			return 0, false
+			return 0, fmt.Errorf("seconds %q: not a positive number", s)
 		}
 		d = time.Duration(n * float64(time.Second))
 	}
-	if d > p.max {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds: at most %v", p.max))
-		return 0, false
+	if d > max {
+		return 0, fmt.Errorf("seconds: at most %v", max)
 	}
-	// The server's write timeout is shorter than a profile.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d + profileSlack))
-	return d, true
+	return d, nil
 }
 
 // sleep waits d or until the client went away or the server shut down;
@@ -104,18 +150,31 @@ func (p *profiler) cpu(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", `attachment; filename="profile"`)
-	var buf profileBuffer
-	if err := pprof.StartCPUProfile(&buf); err != nil {
-		w.Header().Del("Content-Disposition")
-		writeError(w, http.StatusConflict, "a CPU profile is being taken already: "+err.Error())
+	data, err := CPUProfile(r.Context(), d)
+	if err != nil {
+		profileError(w, err)
 		return
 	}
-	done := sleep(r, d)
-	pprof.StopCPUProfile()
-	if done {
-		_, _ = w.Write(buf.b)
+	writeProfile(w, data)
+}
+
+// writeProfile answers a CPU profile in pprof's format.
+func writeProfile(w http.ResponseWriter, data []byte) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="profile"`)
+	_, _ = w.Write(data)
+}
+
+// profileError answers why there is no profile: 409 while another is
+// being recorded, nothing once the client went away or the server shuts
+// down.
+func profileError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrProfileBusy):
+		writeError(w, http.StatusConflict, err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
 	}
 }
 

@@ -189,6 +189,8 @@ func (s *Server) Run(ctx context.Context) error {
 //	    /jobs/…                  Flink's REST API and its actions (UI and Job)
 //	GET /debug/pprof/…           profiles (UI and Pprof)
 //	GET /api/v1/flamegraph       a CPU profile as a flame graph (UI and Pprof)
+//	GET /taskmanagers/{id}/flamegraph, /taskmanagers/{id}/pprof/profile
+//	                             a worker's CPU profile (UI, Job and Pprof)
 //	GET /metrics                 Prometheus text exposition
 //
 // Anything else is a 404, another method than a route's a 405, a missing
@@ -239,7 +241,7 @@ func (s *Server) handler(cfg Config, listenHost string) http.Handler {
 				read: func() { s.readOnce.Do(func() { close(s.read) }) }}).register(mux)
 		}
 		if cfg.Pprof {
-			p := &profiler{max: cfg.MaxProfile}
+			p := &profiler{max: cfg.MaxProfile, ctl: cfg.Job}
 			if p.max <= 0 {
 				p.max = DefaultMaxProfile
 			}

@@ -464,7 +464,12 @@ func (l *Leadership) stepDown(why error) {
 		l.mu.Lock()
 		l.why = fmt.Errorf("%w (epoch %d): %w", ErrLeadershipLost, l.epoch, why)
 		l.mu.Unlock()
-		l.c.log.Warn("stepping down as leader", zap.Uint64("epoch", l.epoch), zap.Error(why))
+		if why == errResigned {
+			// A normal end (the job ended, or the coordinator stops).
+			l.c.log.Info("stepping down as leader: resigned", zap.Uint64("epoch", l.epoch))
+		} else {
+			l.c.log.Warn("stepping down as leader", zap.Uint64("epoch", l.epoch), zap.Error(why))
+		}
 		close(l.lost)
 	})
 }
@@ -526,10 +531,12 @@ func (l *Leadership) End(ctx context.Context, s Status) error {
 	return l.txn(ctx, "recording the job's end", clientv3.OpPut(l.c.keys.status, string(b)))
 }
 
+var errResigned = errors.New("resigned")
+
 // Resign ends the term and deletes the election key, so another
 // coordinator takes over at once.
 func (l *Leadership) Resign() {
-	l.stepDown(errors.New("resigned"))
+	l.stepDown(errResigned)
 	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.RequestTimeout)
 	defer cancel()
 	_ = l.el.Resign(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/cluster"
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/dashboard"
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/ha"
@@ -51,6 +52,100 @@ type clusterJob struct {
 		// workers are the connected workers with their latest runtime
 		// report, for the dashboard's per-worker view.
 		workers map[string]*metrics.Worker
+		// profilable are the connected workers that record CPU profiles
+		// (cluster.FeatureProfile); profiles the profile in flight of
+		// each, nextProfile the last profile's ID.
+		profilable  map[string]bool
+		profiles    map[string]*pendingProfile
+		nextProfile uint64
+	}
+}
+
+// pendingProfile is a CPU profile a worker was asked for.
+type pendingProfile struct {
+	id   uint64
+	res  chan cluster.Profile // buffered(1): the worker's answer
+	gone chan struct{}        // closed when the worker was lost
+	err  error                // why, once gone is closed
+}
+
+// profileAnswerSlack is how much longer than its length a worker may
+// take to answer a profile (less than the dashboard's slack for writing
+// the answer, so that a silent worker still gets its 504 written).
+const profileAnswerSlack = 5 * time.Second
+
+// maxProfileBytes bounds a profile a worker sends (gRPC's default limit
+// of a message is 4 MiB; the JSON holds it in base64).
+const maxProfileBytes = 2 << 20
+
+// profileWorker asks worker id for a CPU profile of its process of
+// length d, over its control connection, and waits for it (dashboard.Control's
+// ProfileWorker). One at a time per worker; ctx's end cancels it on the
+// worker.
+func (j *clusterJob) profileWorker(ctx context.Context, id string, d time.Duration) ([]byte, error) {
+	if d < time.Millisecond || d > cluster.MaxProfileMillis*time.Millisecond {
+		return nil, fmt.Errorf("weir: a worker's CPU profile takes 1 ms to %v, not %v", cluster.MaxProfileMillis*time.Millisecond, d)
+	}
+	j.mu.Lock()
+	switch {
+	case j.mu.workers[id] == nil:
+		j.mu.Unlock()
+		return nil, fmt.Errorf("%w %q", dashboard.ErrNoWorker, id)
+	case !j.mu.profilable[id]:
+		j.mu.Unlock()
+		return nil, fmt.Errorf("worker %s runs a weir that records no CPU profile for the coordinator (%w)", id, dashboard.ErrConflict)
+	case j.mu.profiles[id] != nil:
+		j.mu.Unlock()
+		return nil, fmt.Errorf("%w on worker %s", dashboard.ErrProfileBusy, id)
+	}
+	j.mu.nextProfile++
+	p := &pendingProfile{id: j.mu.nextProfile, res: make(chan cluster.Profile, 1), gone: make(chan struct{})}
+	j.mu.profiles[id] = p
+	j.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		if j.mu.profiles[id] == p {
+			delete(j.mu.profiles, id)
+		}
+		j.mu.Unlock()
+	}()
+	sctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	err := j.srv.Send(sctx, id, cluster.CoordinatorMessage{StartProfile: &cluster.StartProfile{ID: p.id, Millis: d.Milliseconds()}})
+	cancel()
+	if errors.Is(err, cluster.ErrNotConnected) {
+		return nil, fmt.Errorf("%w: worker %s: %w", dashboard.ErrWorkerGone, id, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("weir: asking worker %s for a CPU profile: %w", id, err)
+	}
+	t := time.NewTimer(d + profileAnswerSlack)
+	defer t.Stop()
+	select {
+	case r := <-p.res:
+		switch {
+		case r.Busy:
+			return nil, fmt.Errorf("%w in the process of worker %s: %s", dashboard.ErrProfileBusy, id, r.Error)
+		case r.Error != "":
+			return nil, fmt.Errorf("weir: worker %s: CPU profile: %s", id, r.Error)
+		}
+		return r.Data, nil
+	case <-p.gone:
+		return nil, fmt.Errorf("%w: worker %s was lost during its CPU profile: %w", dashboard.ErrWorkerGone, id, p.err)
+	case <-ctx.Done():
+		j.cancelProfile(id, p.id)
+		return nil, ctx.Err()
+	case <-t.C:
+		j.cancelProfile(id, p.id)
+		return nil, fmt.Errorf("weir: worker %s did not answer its CPU profile within %v: %w", id, d+profileAnswerSlack,
+			context.DeadlineExceeded)
+	}
+}
+
+// cancelProfile tells worker id to stop profile n, if it can be told.
+func (j *clusterJob) cancelProfile(id string, n uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := j.srv.Send(ctx, id, cluster.CoordinatorMessage{CancelProfile: &cluster.CancelProfile{ID: n}}); err != nil {
+		j.log.Debug("profile not canceled", zap.String("worker", id), zap.Error(err))
 	}
 }
 
@@ -91,7 +186,8 @@ func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobS
 	j := &clusterJob{spec: spec, cfg: cfg, ck: ck, job: uuid.New(), storage: loc, log: spec.Logger, mode: ck.mode,
 		ha: hc, guard: ck.guard}
 	j.mu.workers = map[string]*metrics.Worker{}
-	status.setWorkers(j.workerList)
+	j.mu.profilable, j.mu.profiles = map[string]bool{}, map[string]*pendingProfile{}
+	status.setWorkers(j.workerList, j.profileWorker)
 	ln := cfg.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -169,6 +265,7 @@ func (j *clusterJob) WorkerJoined(w cluster.WorkerInfo) {
 	j.log.Info("worker joined", zap.String("worker", w.ID), zap.String("data", w.DataAddr), zap.String("peer", w.Peer))
 	j.mu.Lock()
 	j.mu.workers[w.ID] = &metrics.Worker{ID: w.ID, DataAddr: w.DataAddr, Peer: w.Peer}
+	j.mu.profilable[w.ID] = slices.Contains(w.Features, cluster.FeatureProfile)
 	j.mu.Unlock()
 }
 
@@ -177,6 +274,12 @@ func (j *clusterJob) WorkerLost(id string, err error) {
 	j.log.Info("worker lost", zap.String("worker", id), zap.Error(err))
 	j.mu.Lock()
 	delete(j.mu.workers, id)
+	delete(j.mu.profilable, id)
+	if p := j.mu.profiles[id]; p != nil {
+		p.err = err
+		close(p.gone)
+		delete(j.mu.profiles, id)
+	}
 	j.mu.Unlock()
 	if a := j.current(); a != nil {
 		a.workerLost(id, err)
@@ -185,6 +288,17 @@ func (j *clusterJob) WorkerLost(id string, err error) {
 
 // Message implements cluster.Handler.
 func (j *clusterJob) Message(id string, m cluster.WorkerMessage) {
+	if r := m.Profile; r != nil {
+		j.mu.Lock()
+		if p := j.mu.profiles[id]; p != nil && p.id == r.ID {
+			select {
+			case p.res <- *r:
+			default: // a duplicate
+			}
+		}
+		j.mu.Unlock()
+		return
+	}
 	if m.Metrics != nil && m.Metrics.Runtime != nil {
 		j.mu.Lock()
 		if w := j.mu.workers[id]; w != nil {

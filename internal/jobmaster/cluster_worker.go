@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/buffer"
 	"github.com/weirstream/weir/cluster"
+	"github.com/weirstream/weir/internal/dashboard"
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/internal/metrics"
@@ -63,6 +64,7 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) (err error) {
 	w.reportCtx, w.stopReports = context.WithCancel(context.Background())
 	w.reports.Go(w.reportMetrics)
 	defer func() {
+		w.profiles.Wait() // each ends with its session
 		w.stopReports()
 		w.reports.Wait()
 		if a := w.current(); a != nil {
@@ -95,7 +97,7 @@ func RunWorker(ctx context.Context, spec Spec, wc WorkerSpec) (err error) {
 	}
 	cfg := cluster.WorkerConfig{Coordinator: wc.Coordinator, TLS: wc.TLS, Token: wc.Token,
 		Register: cluster.Register{WorkerID: wc.ID, DataAddr: dataAddr,
-			Fingerprint: fingerprint(spec.Graph, checkpointMode(&spec))},
+			Fingerprint: fingerprint(spec.Graph, checkpointMode(&spec)), Features: []string{cluster.FeatureProfile}},
 		HeartbeatInterval: wc.HeartbeatInterval, HeartbeatTimeout: wc.HeartbeatTimeout, Logger: spec.Logger}
 	if wc.HA != nil {
 		err = w.followLeaders(ctx, cfg, *wc.HA)
@@ -237,6 +239,15 @@ type worker struct {
 	reportCtx   context.Context
 	stopReports context.CancelFunc
 
+	// profiles counts the goroutines recording CPU profiles; prof is the
+	// one in flight.
+	profiles sync.WaitGroup
+	prof     struct {
+		sync.Mutex
+		id     uint64
+		cancel context.CancelFunc // nil: none
+	}
+
 	mu struct {
 		sync.Mutex
 		cur *workerAttempt
@@ -287,8 +298,67 @@ func (w *worker) Command(ctx context.Context, m cluster.CoordinatorMessage) erro
 		}
 		return nil
 	}
+	switch {
+	case m.StartProfile != nil: // at once too: a profile is no command of an attempt
+		w.startProfile(ctx, m.StartProfile)
+		return nil
+	case m.CancelProfile != nil:
+		w.prof.Lock()
+		if w.prof.cancel != nil && w.prof.id == m.CancelProfile.ID {
+			w.prof.cancel()
+		}
+		w.prof.Unlock()
+		return nil
+	}
 	w.commands.put(func() { w.command(ctx, m) })
 	return nil
+}
+
+// startProfile records a CPU profile of this process as p asks, in a
+// goroutine, and sends it to the coordinator. ctx is the session's: the
+// recording stops when it ends, or on CancelProfile, and then nobody
+// waits for an answer.
+func (w *worker) startProfile(ctx context.Context, p *cluster.StartProfile) {
+	if p.Millis < 1 || p.Millis > cluster.MaxProfileMillis {
+		w.send(ctx, cluster.WorkerMessage{Profile: &cluster.Profile{ID: p.ID,
+			Error: fmt.Sprintf("a profile of %d ms: it takes 1 to %d ms", p.Millis, cluster.MaxProfileMillis)}})
+		return
+	}
+	w.prof.Lock()
+	if w.prof.cancel != nil {
+		w.prof.Unlock()
+		w.send(ctx, cluster.WorkerMessage{Profile: &cluster.Profile{ID: p.ID, Busy: true,
+			Error: "worker " + w.id + " is recording another CPU profile"}})
+		return
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	w.prof.id, w.prof.cancel = p.ID, cancel
+	w.prof.Unlock()
+	w.log.Info("recording a CPU profile", zap.Uint64("profile", p.ID), zap.Int64("ms", p.Millis))
+	w.profiles.Go(func() {
+		data, err := dashboard.CPUProfile(pctx, time.Duration(p.Millis)*time.Millisecond)
+		w.prof.Lock()
+		w.prof.cancel = nil
+		w.prof.Unlock()
+		canceled := pctx.Err() != nil
+		cancel()
+		if canceled {
+			return
+		}
+		r := &cluster.Profile{ID: p.ID, Data: data}
+		switch {
+		case err != nil:
+			r.Data, r.Error, r.Busy = nil, err.Error(), errors.Is(err, dashboard.ErrProfileBusy)
+		case len(data) > maxProfileBytes:
+			r.Data, r.Error = nil, fmt.Sprintf("the profile has %d bytes, more than the %d a message carries", len(data), maxProfileBytes)
+		}
+		if r.Error != "" {
+			w.log.Warn("no CPU profile", zap.Uint64("profile", p.ID), zap.String("error", r.Error))
+		} else {
+			w.log.Info("CPU profile recorded", zap.Uint64("profile", p.ID), zap.Int("bytes", len(r.Data)))
+		}
+		w.send(ctx, cluster.WorkerMessage{Profile: r})
+	})
 }
 
 func (w *worker) command(ctx context.Context, m cluster.CoordinatorMessage) {

@@ -45,6 +45,19 @@ func (c *control) Workers() []metrics.Worker {
 	return []metrics.Worker{{ID: "local", Tasks: tasks, Runtime: rt, Reported: time.Now()}}
 }
 
+// ProfileWorker records a CPU profile of one of Workers: over the control
+// connection for a cluster job's worker, of this process ("local") for a
+// job in it.
+func (c *control) ProfileWorker(ctx context.Context, id string, d time.Duration) ([]byte, error) {
+	if profile, ok := c.j.status.profiler(); ok {
+		return profile(ctx, id, d)
+	}
+	if id != "local" {
+		return nil, fmt.Errorf("%w %q: the job runs in this process (\"local\")", dashboard.ErrNoWorker, id)
+	}
+	return dashboard.CPUProfile(ctx, d)
+}
+
 var _ dashboard.Control = (*control)(nil)
 
 func (c *control) JobID() string                           { return c.j.id }

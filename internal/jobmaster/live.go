@@ -72,16 +72,29 @@ type jobStatus struct {
 		// canceling once the job was asked to end.
 		stopping, canceling bool
 		// workers lists a cluster job's workers (nil: the job runs in
-		// this process).
+		// this process); profile records a CPU profile of one.
 		workers func() []metrics.Worker
+		profile profileFunc
 	}
 }
 
-// setWorkers sets where a cluster job's workers are listed.
-func (s *jobStatus) setWorkers(f func() []metrics.Worker) {
+// profileFunc records a CPU profile of a worker (dashboard.Control's
+// ProfileWorker).
+type profileFunc func(ctx context.Context, id string, d time.Duration) ([]byte, error)
+
+// setWorkers sets where a cluster job's workers are listed and profiled.
+func (s *jobStatus) setWorkers(f func() []metrics.Worker, profile profileFunc) {
 	s.mu.Lock()
-	s.mu.workers = f
+	s.mu.workers, s.mu.profile = f, profile
 	s.mu.Unlock()
+}
+
+// profiler returns how a cluster job's workers are profiled; false for a
+// job in this process.
+func (s *jobStatus) profiler() (profileFunc, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.profile, s.mu.profile != nil
 }
 
 // workers returns a cluster job's workers; false for a job in this

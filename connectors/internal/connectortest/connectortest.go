@@ -32,8 +32,10 @@ func Context(t testing.TB) context.Context {
 // Killer fails the records it sees at the given counts (over every
 // subtask and attempt), each once; after the first, only once a new
 // checkpoint completed since the previous failure, so that restores from
-// checkpoints are exercised. It slows the job a little so that
-// checkpoints complete while it runs. A nil *Killer does nothing.
+// checkpoints are exercised (a failure that is due waits for that
+// checkpoint with every record slowed to 1 ms, so it always fires before
+// the job ends). It slows the job a little so that checkpoints complete
+// while it runs. A nil *Killer does nothing.
 type Killer struct {
 	// Job is the running job (set after Start): no failure before.
 	Job atomic.Pointer[weir.Job]
@@ -67,7 +69,14 @@ func (k *Killer) Check() {
 		return
 	}
 	done := int64(j.CheckpointStats().Completed)
-	if (i == 0 || done > k.ckptAt.Load()) && k.next.CompareAndSwap(i, i+1) {
+	if i > 0 && done <= k.ckptAt.Load() {
+		// Due, but no checkpoint completed since the last failure yet:
+		// slow the records down until one does, so that the job cannot
+		// end first (every failure fires, whatever the machine's load).
+		time.Sleep(time.Millisecond)
+		return
+	}
+	if k.next.CompareAndSwap(i, i+1) {
 		k.ckptAt.Store(done)
 		panic(fmt.Sprintf("injected failure %d at record %d", i, c))
 	}

@@ -30,6 +30,7 @@ function init() {
   for (const b of document.querySelectorAll("#actions button")) b.addEventListener("click", () => confirmAction(b.dataset.action));
   $("profile-form").addEventListener("submit", (e) => { e.preventDefault(); takeProfile(); });
   $("profile-reset").addEventListener("click", () => { flameRoot = null; drawFlame(); });
+  $("profile-worker").addEventListener("change", () => { $("profile-seconds").max = $("profile-worker").value ? 60 : 300; });
   poll();
 }
 
@@ -623,6 +624,7 @@ async function pollWorkers(job) {
   }
   const ws = x.taskmanagers || [];
   $("workers-section").hidden = ws.length === 0;
+  profileWorkers(ws);
   const body = $("workers").tBodies[0];
   body.replaceChildren();
   for (const w of ws) {
@@ -735,17 +737,34 @@ function poll_soon() {
 
 let flame = null, flameRoot = null;
 
+// profileWorkers offers a cluster job's workers in the profile form
+// besides the job's process (the coordinator's); a job in one process
+// lists only itself ("local"), which is the job's process.
+function profileWorkers(ws) {
+  const sel = $("profile-worker");
+  const ids = ws.map((w) => w.id).filter((id) => id !== "local");
+  const have = Array.from(sel.options).slice(1).map((o) => o.value);
+  if (ids.join("\n") === have.join("\n")) return;
+  const keep = sel.value;
+  sel.replaceChildren(sel.options[0]);
+  sel.options[0].textContent = ids.length ? "the coordinator's process" : "the job's process";
+  for (const id of ids) sel.append(new Option("worker " + id, id));
+  sel.value = ids.includes(keep) ? keep : "";
+}
+
 async function takeProfile() {
   const secs = Number($("profile-seconds").value) || 5;
+  const worker = $("profile-worker").value;
   $("profile-start").disabled = true;
   const st = $("profile-status");
   st.dataset.state = "in-progress";
-  st.textContent = `profiling for ${secs} s…`;
+  st.textContent = `profiling ${worker ? "worker " + worker : "the process"} for ${secs} s…`;
   try {
-    flame = await api("/api/v1/flamegraph?seconds=" + secs);
+    flame = await api((worker ? "/taskmanagers/" + encodeURIComponent(worker) + "/flamegraph" : "/api/v1/flamegraph") +
+      "?seconds=" + secs);
     flameRoot = null;
     st.dataset.state = "completed";
-    st.textContent = `${flame.samples} samples, ${ms(flame.root.value / 1e6)} of CPU in ${secs} s`;
+    st.textContent = `${worker ? "worker " + worker + ": " : ""}${flame.samples} samples, ${ms(flame.root.value / 1e6)} of CPU in ${secs} s`;
     drawFlame();
   } catch (e) {
     st.dataset.state = "failed";
