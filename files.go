@@ -136,7 +136,7 @@ func FromFile(env *Environment, path string) *Stream[string] {
 		if err != nil {
 			return nil, err
 		}
-		return &lineReader{f: f, r: bufio.NewReaderSize(f, 64<<10), sub: int64(sub), par: int64(par)}, nil
+		return &lineReader{f: f, r: bufio.NewReaderSize(f, 64<<10), sub: int64(sub), par: int64(par), path: filepath.Clean(path)}, nil
 	})
 }
 
@@ -147,7 +147,11 @@ type lineReader struct {
 	line     int64 // index of the next line
 	sub, par int64
 	done     bool
+	path     string // as FromFile was given it, cleaned
 }
+
+// ReaderIdentity: the positions are offsets into the file at path.
+func (r *lineReader) ReaderIdentity() string { return "file " + r.path }
 
 func (r *lineReader) Next() (string, bool, error) {
 	for !r.done {

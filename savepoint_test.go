@@ -141,12 +141,9 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 			require.Len(t, fps, 1)
 			require.Equal(t, jobID, fps[0].JobID)
 		}
-		// A directory holding one job's place restores from that place;
-		// on object storage a restore names the place (a prefix).
+		// A directory (a prefix) holding one job's place restores from
+		// that place.
 		from := root
-		if s.S3() {
-			from = s.Join(root, jobID)
-		}
 
 		env2 := weir.NewEnvironment(weir.WithParallelism(2), weir.WithCheckpointing(ckpt),
 			weir.WithRestoreFrom(from), weir.WithBufferTimeout(time.Millisecond))
@@ -168,6 +165,48 @@ func TestResumeFromRetainedCheckpoint(t *testing.T) {
 			want = nil
 		}
 		require.Equal(t, want, s.List(root), "the restored job continued in the same place")
+	})
+}
+
+// A checkpoint root holding the retained checkpoints of two jobs: a
+// restore from the root is refused with an error naming each job's place
+// (as a URL on object storage), and a restore from one place resumes it.
+func TestRestoreFromRootOfSeveralJobs(t *testing.T) {
+	const n, at = 20000, 5000
+	storagetest.Run(t, func(t *testing.T, s *storagetest.Storage) {
+		root := s.Root()
+		ckpt := weir.CheckpointConfig{Interval: time.Hour, Dir: root, RetainOnCancel: true}
+		for range 2 {
+			env := weir.NewEnvironment(weir.WithCheckpointing(ckpt), weir.WithBufferTimeout(time.Millisecond))
+			reached := make(chan struct{})
+			throttledSumJob(env, n, at, reached)
+			job, err := env.Start(testCtx(t))
+			require.NoError(t, err)
+			<-reached
+			_, err = job.TriggerCheckpoint(testCtx(t))
+			require.NoError(t, err)
+			job.Cancel()
+			_, err = job.Wait()
+			require.ErrorIs(t, err, context.Canceled)
+		}
+		jobs := s.List(root)
+		require.Len(t, jobs, 2)
+
+		env := weir.NewEnvironment(weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(root))
+		throttledSumJob(env, n, at, nil)
+		_, err := env.Execute(testCtx(t))
+		var several *state.SeveralJobsError
+		require.ErrorAs(t, err, &several)
+		for _, j := range jobs {
+			require.ErrorContains(t, err, s.Join(root, j)+" (newest chk-")
+		}
+
+		env = weir.NewEnvironment(weir.WithCheckpointing(ckpt), weir.WithRestoreFrom(s.Join(root, jobs[0])))
+		got := throttledSumJob(env, n, at, nil)
+		_, err = env.Execute(testCtx(t))
+		require.NoError(t, err)
+		require.Equal(t, wantSums(n), finalSums(got.Values()))
+		require.Len(t, got.Values(), n)
 	})
 }
 

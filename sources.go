@@ -62,6 +62,55 @@ type PositionedReader interface {
 	Seek(pos []byte) error
 }
 
+// ReaderIdentifier is an optional interface of a PositionedReader: what
+// its positions mean, recorded with them in every checkpoint. A restore
+// hands a source's positions to its new reader only if the new reader
+// has the identity the old one had (FLIP-27's split serializer in
+// spirit): a reader of another file, stream or kind would read the old
+// positions as its own and silently skip or repeat records. The identity
+// names the implementation and what the positions are offsets into (the
+// built-in readers': "file <path>", "kafka", "nats stream <name>",
+// "weir indices"), must be the same for every subtask and should not
+// change with configuration that keeps the positions' meaning (a Kafka
+// source's positions name their topics, so its topic list is not part of
+// it). A reader without the interface is identified by its Go type
+// (fmt's %T); an empty identity is not checked.
+type ReaderIdentifier interface {
+	ReaderIdentity() string
+}
+
+// ErrSourceChanged is wrapped by the error of a restore whose source
+// positions were written by a reader of another identity
+// (ReaderIdentifier) than the source's reader now. It wraps
+// state.ErrIncompatibleState: the restore is refused before any record,
+// and a restart strategy does not retry it.
+var ErrSourceChanged = fmt.Errorf("weir: a source's positions were written by another reader: %w", state.ErrIncompatibleState)
+
+// SourceChangedError is the error of a source whose restored positions
+// were written by a reader of another identity.
+type SourceChangedError struct {
+	Source, ID    string // the source's name and operator ID
+	Checkpoint    barrier.CheckpointID
+	Restored, Now string // the readers' identities
+}
+
+func (e *SourceChangedError) Error() string {
+	return fmt.Sprintf("weir: source %s (ID %q): its positions in checkpoint %d were written by reader %q, its reader now is %q, which "+
+		"would read them as its own: give the new source a new UID (it starts from its beginning; restore "+
+		"WithAllowNonRestoredState(true) to drop the old source's positions), or, if the new reader reads the old one's "+
+		"positions, have it implement weir.ReaderIdentifier returning %q", e.Source, e.ID, e.Checkpoint, e.Restored, e.Now, e.Restored)
+}
+
+func (e *SourceChangedError) Unwrap() error { return ErrSourceChanged }
+
+// readerIdentity is r's ReaderIdentity, or its Go type.
+func readerIdentity(r any) string {
+	if ri, ok := r.(ReaderIdentifier); ok {
+		return ri.ReaderIdentity()
+	}
+	return fmt.Sprintf("%T", r)
+}
+
 // FromReader returns a stream read by one reader per subtask; newReader is
 // called once per subtask (and again after every restart). name is what
 // logs and errors call the source; it may change between a savepoint and
@@ -207,6 +256,7 @@ func (r *indexReader[T]) Next() (T, bool, error) {
 }
 
 func (r *indexReader[T]) Position() ([]byte, error) { return r.idx.encode(), nil }
+func (r *indexReader[T]) ReaderIdentity() string    { return "weir indices" }
 func (r *indexReader[T]) Seek(pos []byte) error     { return r.idx.decode(pos) }
 
 func (r *indexReader[T]) Rescale(positions [][]byte, subtask, parallelism int) error {
@@ -322,7 +372,10 @@ type sourceOp[T any] struct {
 
 // Source positions are kept as union operator state: every element is
 // (subtask, parallelism, position) and each subtask picks its own on
-// restore.
+// restore. The identity of the reader that wrote them (ReaderIdentifier)
+// is union state too, one element per subtask: a restore into a reader
+// of another identity is refused. Checkpoints written before weir
+// recorded it have none: their positions are handed over unchecked.
 func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 	st, err := state.GetOperatorListState(ctx.OperatorState, state.ListDescriptor[[]byte]{Name: "source-position", Codec: codec.Bytes()}, state.UnionDistribute)
 	if err != nil {
@@ -332,6 +385,22 @@ func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 	if w, ok := reader(o.r).(interface{ warnNotReplayable(*task.OperatorContext) }); ok {
 		w.warnNotReplayable(ctx)
 	}
+	pr, positioned := reader(o.r).(PositionedReader)
+	var restoredIDs []string
+	if positioned {
+		ids, err := state.GetOperatorListState(ctx.OperatorState, state.ListDescriptor[string]{Name: "source-reader", Codec: codec.String()}, state.UnionDistribute)
+		if err != nil {
+			return err
+		}
+		if ctx.Restored {
+			if restoredIDs, err = ids.Get(); err != nil {
+				return err
+			}
+		}
+		if err := ids.Update([]string{readerIdentity(pr)}); err != nil {
+			return err
+		}
+	}
 	if !ctx.Restored {
 		return nil
 	}
@@ -339,12 +408,25 @@ func (o *sourceOp[T]) Open(ctx *task.OperatorContext) error {
 	if err != nil {
 		return err
 	}
-	pr, ok := reader(o.r).(PositionedReader)
-	if !ok {
+	if !positioned {
 		if len(elems) == 0 {
 			return nil
 		}
 		return fmt.Errorf("weir: source %s restored from checkpoint %d but its reader cannot seek (implement PositionedReader)", o.name, ctx.RestoredID)
+	}
+	if len(elems) == 0 {
+		// No positions in the restore point: a source the job did not
+		// have (a new one, or one under a new UID) starts from its
+		// beginning. (A source whose subtasks had all finished restores
+		// finished and is not opened.)
+		return nil
+	}
+	if now := readerIdentity(pr); now != "" {
+		for _, was := range restoredIDs {
+			if was != "" && was != now {
+				return &SourceChangedError{Source: o.name, ID: o.id, Checkpoint: ctx.RestoredID, Restored: was, Now: now}
+			}
+		}
 	}
 	// Every element is (subtask, parallelism, position); all come from
 	// one run, so they agree on the parallelism. A subtask that had

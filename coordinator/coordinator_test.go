@@ -574,3 +574,37 @@ func attachRunning(t *testing.T, c *CheckpointCoordinator, gw TaskGateway) {
 		c.TaskRunning(k)
 	}
 }
+
+// TestRestoreRetainedInOrder: a coordinator taking over a job is seeded
+// with the retained checkpoints an earlier one left, oldest first, then
+// the latest; retention keeps the newest Retained of them and discards
+// the rest in order as new checkpoints complete.
+func TestRestoreRetainedInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newStorage()
+		c, err := New(Config{Interval: 10 * time.Second, Retained: 3}, st, WithRandSeed(1), WithLogger(zaptest.NewLogger(t)))
+		require.NoError(t, err)
+		for id := barrier.CheckpointID(1); id <= 4; id++ {
+			require.NoError(t, c.Restore(state.Metadata{ID: id, Kind: barrier.Checkpoint, Timestamp: int64(id)}, true))
+		}
+		m, ok := c.LatestCompleted()
+		require.True(t, ok)
+		require.Equal(t, barrier.CheckpointID(4), m.ID)
+		gw := newGateway(c, true)
+		attachRunning(t, c, gw)
+		run := make(chan error, 1)
+		go func() { run <- c.Run(t.Context()) }()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		trig := gw.triggers()
+		require.Len(t, trig, 1)
+		require.Equal(t, barrier.CheckpointID(5), trig[0].ID)
+		// 1 went when 4 was restored, 2 when 5 completed: 3, 4, 5 remain.
+		require.Equal(t, []barrier.CheckpointID{1, 2}, st.discarded)
+		m, ok = c.LatestCompleted()
+		require.True(t, ok)
+		require.Equal(t, barrier.CheckpointID(5), m.ID)
+		require.NoError(t, c.Close())
+		require.NoError(t, <-run)
+	})
+}

@@ -31,6 +31,9 @@ func (e *SeveralJobsError) Error() string {
 	fmt.Fprintf(&b, "state: %s holds the checkpoints of %d jobs; restore from one job's directory:", e.Dir, len(e.Places))
 	for _, p := range e.Places {
 		dir := filepath.Join(e.Dir, p.JobID)
+		if strings.Contains(e.Dir, "://") { // a URL: filepath.Join would clean its "//"
+			dir = strings.TrimSuffix(e.Dir, "/") + "/" + p.JobID
+		}
 		if p.JobID == "" {
 			dir += " (checkpoints of weir before job IDs)"
 		}

@@ -19,6 +19,13 @@ import (
 // (4), next offset (8), stop offset (8, -1 for none); big endian, sorted.
 const positionVersion = 1
 
+// ReaderIdentity (weir.ReaderIdentifier) is "kafka": a position names
+// the topics and partitions its offsets are of, so a source whose topic
+// list changed reads the old offsets of the topics it still reads (and
+// the added ones from their start); another kind of reader under the
+// source's UID is refused at restore.
+func (r *reader[T]) ReaderIdentity() string { return "kafka" }
+
 func (r *reader[T]) Position() ([]byte, error) {
 	ps := slices.SortedFunc(maps.Values(r.parts), func(a, b *partition) int {
 		if c := strings.Compare(a.topic, b.topic); c != 0 {

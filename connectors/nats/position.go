@@ -16,6 +16,12 @@ import (
 // (8, all ones for none); big endian, in configuration order.
 const positionVersion = 1
 
+// ReaderIdentity (weir.ReaderIdentifier) is "nats stream <name>": a
+// position's sequence numbers are of the stream read, so a source
+// restored onto another stream (or another kind of reader under its UID)
+// is refused at restore. Its subject filters are in the position.
+func (r *reader[T]) ReaderIdentity() string { return "nats stream " + r.cfg.Stream }
+
 func (r *reader[T]) Position() ([]byte, error) {
 	var ss []*split
 	if r.started {

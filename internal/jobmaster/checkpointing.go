@@ -123,7 +123,7 @@ func newCheckpointing(cc *CheckpointSpec, g *graph.JobGraph, log *zap.Logger, ha
 		}
 		if jobID == "" && cc.RestoreFrom != "" && cc.Dir != "" {
 			if s3.IsURL(cc.Dir) {
-				jobID = restoredObjectJobID(cc.RestoreFrom, cc.Dir)
+				jobID = restoredObjectJobID(cc.RestoreFrom, cc.Dir, log)
 			} else {
 				jobID = restoredJobID(cc.RestoreFrom, cc.Dir)
 			}
@@ -246,9 +246,26 @@ func restoredJobID(restore, root string) string {
 
 // restoredObjectJobID is restoredJobID for a checkpoint root on object
 // storage: the job ID of the place under root that restore names or lies
-// in, or "".
-func restoredObjectJobID(restore, root string) string {
-	rest, ok := strings.CutPrefix(strings.TrimSuffix(restore, "/"), strings.TrimSuffix(root, "/")+"/")
+// in (or root's one place, if restore is root), or "".
+func restoredObjectJobID(restore, root string, log *zap.Logger) string {
+	restore, root = strings.TrimSuffix(restore, "/"), strings.TrimSuffix(root, "/")
+	if restore == root {
+		st, err := openStorage(root, "", log)
+		if err != nil {
+			return ""
+		}
+		defer closeStorage(st, log)
+		pl, ok := st.(placeLister)
+		if !ok {
+			return ""
+		}
+		places, err := pl.Places()
+		if err != nil || len(places) != 1 {
+			return ""
+		}
+		return places[0].JobID
+	}
+	rest, ok := strings.CutPrefix(restore, root+"/")
 	if !ok {
 		return ""
 	}

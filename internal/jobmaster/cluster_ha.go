@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -147,17 +148,27 @@ func (j *clusterJob) takeOver(ctx context.Context, lead *ha.Leadership) (ended b
 	ck := j.ck
 	ck.coord.ContinueAfter(rec.Counter)
 	var pointer barrier.CheckpointID
+	var drop []barrier.CheckpointID
 	if p := rec.Pointer; p != nil {
 		m, err := j.openPointer(p, j.ha.PointerKey())
 		if err != nil {
 			return false, err
+		}
+		keep, d := j.earlierCheckpoints(m.ID, p.Prev)
+		drop = d
+		// The retained checkpoints before the pointer's, oldest first:
+		// the coordinator's retention discards them as new ones complete.
+		for _, k := range keep {
+			if err := ck.coord.Restore(k, true); err != nil {
+				return false, fmt.Errorf("weir: %w", err)
+			}
 		}
 		if err := ck.coord.Restore(m, true); err != nil {
 			return false, fmt.Errorf("weir: %w", err)
 		}
 		ck.from, pointer = nil, m.ID
 		j.log.Info("taking over from checkpoint", zap.Uint64("checkpoint", uint64(m.ID)),
-			zap.Uint64("epoch", lead.Epoch()), zap.Uint64("previous_epoch", p.Epoch))
+			zap.Uint64("epoch", lead.Epoch()), zap.Uint64("previous_epoch", p.Epoch), zap.Int("retained_before", len(keep)))
 	}
 	// Checkpoints an earlier leader triggered but did not complete: their
 	// IDs are never used again.
@@ -170,46 +181,63 @@ func (j *clusterJob) takeOver(ctx context.Context, lead *ha.Leadership) (ended b
 		}
 	}
 	j.guard.start(lead, pointer)
-	if pointer > 0 {
-		j.discardOlder(pointer, rec.Pointer.Prev)
-	}
-	return false, nil
-}
-
-// discardOlder discards the checkpoints older than the pointer that an
-// earlier leader left in the storage, which no later leader knows (it
-// restores the pointer's checkpoint only): a checkpoint whose discard a
-// killed leader began (retention removes the metadata first, then the
-// files) and did not finish, and the completed checkpoints retention had
-// not discarded yet when the leader died. The one before the pointer,
-// prev, is openPointer's fallback while this term lasts: it is discarded
-// at the job's end, with the pointer's. Without this their objects would
-// stay in the storage after the job. It costs one listing of the job's
-// checkpoints (delimited: one entry per checkpoint) and a metadata read
-// of prev.
-func (j *clusterJob) discardOlder(pointer, prev barrier.CheckpointID) {
-	ids, err := j.ck.storage.Checkpoints()
-	if err != nil {
-		j.log.Warn("listing the checkpoints an earlier leader left", zap.Error(err))
-		return
-	}
-	for _, id := range ids {
-		if id >= pointer {
-			continue
-		}
-		if id == prev {
-			if _, err := j.ck.storage.ReadMetadata(id); err == nil {
-				j.guard.mu.Lock()
-				j.guard.mu.held = append(j.guard.mu.held, id)
-				j.guard.mu.Unlock()
-				continue
-			}
-		}
+	for _, id := range drop {
 		j.log.Info("discarding a checkpoint an earlier leader left", zap.Uint64("checkpoint", uint64(id)), zap.Uint64("pointer", uint64(pointer)))
 		if err := j.ck.storage.Discard(id); err != nil {
 			j.log.Warn("discarding a checkpoint an earlier leader left", zap.Uint64("checkpoint", uint64(id)), zap.Error(err))
 		}
 	}
+	return false, nil
+}
+
+// earlierCheckpoints sorts the checkpoints older than the one restored,
+// which an earlier leader left in the storage and no later leader knows
+// (etcd names only the pointer's), into those to keep and those to drop.
+// It keeps the newest Retained-1 whose metadata reads (completed: the
+// metadata is written last), oldest first, so that the job keeps as many
+// checkpoints as its configuration says across a failover; it drops the
+// rest: a checkpoint whose discard a killed leader began (retention
+// removes the metadata first, then the files) and did not finish, and
+// those retention would have discarded. One exception: prev, the
+// checkpoint before the pointer, is openPointer's fallback while this
+// term lasts; if it is not kept, it is held and discarded at the job's
+// end, with the pointer's. Without the drops their objects would stay in
+// the storage after the job. It costs one listing of the job's
+// checkpoints (delimited: one entry per checkpoint) and a metadata read
+// per kept one.
+func (j *clusterJob) earlierCheckpoints(restored, prev barrier.CheckpointID) (keep []state.Metadata, drop []barrier.CheckpointID) {
+	ids, err := j.ck.storage.Checkpoints()
+	if err != nil {
+		j.log.Warn("listing the checkpoints an earlier leader left", zap.Error(err))
+		return nil, nil
+	}
+	slices.Sort(ids)
+	want := 0
+	if cs := j.spec.Checkpoint; cs != nil {
+		want = cs.Coordinator.Retained - 1 // the restored one is the last
+	}
+	for i := len(ids) - 1; i >= 0; i-- {
+		id := ids[i]
+		if id >= restored {
+			continue
+		}
+		if len(keep) < want || id == prev {
+			if m, err := j.ck.storage.ReadMetadata(id); err == nil {
+				switch {
+				case len(keep) < want:
+					keep = append(keep, m)
+				default: // prev, beyond the retained ones
+					j.guard.mu.Lock()
+					j.guard.mu.held = append(j.guard.mu.held, id)
+					j.guard.mu.Unlock()
+				}
+				continue
+			}
+		}
+		drop = append(drop, id)
+	}
+	slices.Reverse(keep)
+	return keep, drop
 }
 
 // openPointer reads and verifies the checkpoint the pointer names. If it

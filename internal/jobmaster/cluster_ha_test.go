@@ -55,3 +55,44 @@ func TestOpenPointerFallsBackOnlyWithoutTwoPhaseSinks(t *testing.T) {
 	var ce *state.CorruptError
 	require.ErrorAs(t, err, &ce)
 }
+
+// A new leader keeps the newest Retained checkpoints an earlier leader
+// left (the restored one among them), drops a checkpoint whose discard
+// the earlier leader began (no metadata) and those beyond retention, and
+// holds the pointer's predecessor, the fallback, when retention would
+// not keep it.
+func TestEarlierCheckpointsKeepsRetained(t *testing.T) {
+	for _, tc := range []struct {
+		retained int
+		keep     []barrier.CheckpointID
+		drop     []barrier.CheckpointID
+		held     []barrier.CheckpointID
+	}{
+		{retained: 0, drop: []barrier.CheckpointID{3, 2, 1}, held: []barrier.CheckpointID{4}},
+		{retained: 1, drop: []barrier.CheckpointID{3, 2, 1}, held: []barrier.CheckpointID{4}},
+		{retained: 2, keep: []barrier.CheckpointID{4}, drop: []barrier.CheckpointID{3, 2, 1}},
+		{retained: 3, keep: []barrier.CheckpointID{3, 4}, drop: []barrier.CheckpointID{2, 1}},
+		// chk-2 has no metadata: it is not counted, the one before is kept.
+		{retained: 4, keep: []barrier.CheckpointID{1, 3, 4}, drop: []barrier.CheckpointID{2}},
+	} {
+		dir := t.TempDir()
+		fs, err := state.NewFileStorage(state.FileStorageConfig{Dir: dir})
+		require.NoError(t, err)
+		for id := barrier.CheckpointID(1); id <= 5; id++ {
+			require.NoError(t, fs.WriteMetadata(state.Metadata{ID: id, Timestamp: 1, Kind: barrier.Checkpoint,
+				Tasks: map[state.TaskKey]state.TaskSnapshot{{Vertex: "src"}: {}}}))
+		}
+		require.NoError(t, os.Remove(filepath.Join(dir, "chk-2", state.MetadataFile)))
+		spec := &Spec{Checkpoint: &CheckpointSpec{}}
+		spec.Checkpoint.Coordinator.Retained = tc.retained
+		j := &clusterJob{spec: spec, ck: &checkpointing{storage: fs}, guard: &leaderGuard{}, log: zap.NewNop()}
+		keep, drop := j.earlierCheckpoints(5, 4)
+		var kept []barrier.CheckpointID
+		for _, m := range keep {
+			kept = append(kept, m.ID)
+		}
+		require.Equal(t, tc.keep, kept, "retained %d", tc.retained)
+		require.Equal(t, tc.drop, drop, "retained %d", tc.retained)
+		require.Equal(t, tc.held, j.guard.mu.held, "retained %d", tc.retained)
+	}
+}

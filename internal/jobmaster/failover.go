@@ -109,6 +109,10 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 			f.shutdown(coordinator.JobCanceled)
 			return err
 		}
+		if nonRecoverable(err) {
+			f.shutdown(coordinator.JobFailed)
+			return fmt.Errorf("weir: job failed and will not restart (a restart would restore the same state and fail the same way): %w", err)
+		}
 		delay, ok := f.restart.Next(time.Now())
 		if !ok {
 			f.shutdown(coordinator.JobFailed)
@@ -127,6 +131,21 @@ func (f *failover) run(ctx context.Context, res *Result) error {
 		res.Restarts++
 		f.status.restarted()
 	}
+}
+
+// nonRecoverable reports whether err is a failure that no restart can
+// mend, whatever the restart strategy (Flink's non-recoverable errors): a
+// restore point whose state the job refuses (a state's type changed, an
+// operator of another kind under its ID, …). A restart restores the same
+// point, or a later one that carries the same state, and fails the same
+// way: the job fails at once with the error.
+func nonRecoverable(err error) bool {
+	for _, target := range []error{state.ErrIncompatibleState, deploy.ErrOperatorKindChanged, deploy.ErrNonRestoredState, deploy.ErrFinishedMixed} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // shutdown shuts the coordinator down with the job's final status. It

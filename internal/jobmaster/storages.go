@@ -197,13 +197,34 @@ func openObjectRestorePoint(p string, own state.Storage, log *zap.Logger) (_ *de
 		done()
 		return nil, false, nil, err
 	}
-	// Not a savepoint: a job's place.
+	// Not a savepoint: a job's place, or a checkpoint root holding one
+	// job's place (that place's newest).
 	m, err = st.Latest()
+	if errors.Is(err, state.ErrNotFound) {
+		if pl, ok := st.(placeLister); ok {
+			places, lerr := pl.Places()
+			switch {
+			case lerr != nil:
+				err = lerr
+			case len(places) > 1:
+				err = &state.SeveralJobsError{Dir: p, Places: places}
+			case len(places) == 1 && places[0].JobID != "":
+				done()
+				return openObjectRestorePoint(p+"/"+places[0].JobID, own, log)
+			}
+		}
+	}
 	if err != nil {
 		done()
 		return nil, false, nil, err
 	}
 	return &deploy.RestorePoint{Meta: m, Reader: st}, false, done, nil
+}
+
+// placeLister is checkpoint storage that lists the job places under it
+// read as a checkpoint root.
+type placeLister interface {
+	Places() ([]state.Place, error)
 }
 
 // verifier is storage that checks a checkpoint's state files.

@@ -7,8 +7,11 @@
 // co-process function (operators_test.go); a broadcast state
 // (broadcast_test.go); renamed sources and sinks, a
 // Kafka source with another topic list, a two-phase-commit sink's
-// transaction type (kinds_test.go); a source that had finished
+// transaction type (kinds_test.go); a source's reader swapped under its
+// UID, a file source on another file, a source added
+// (sources_test.go); a source that had finished
 // (finished_test.go); a savepoint of metadata version 4
-// (fixture_test.go). The package has no code of its own; its tests run in
+// (fixture_test.go); a refused restore under a restart strategy fails
+// once (restart_test.go). The package has no code of its own; its tests run in
 // parallel with the root package's.
 package upgradetest

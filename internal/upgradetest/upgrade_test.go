@@ -1,6 +1,7 @@
 package upgradetest_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -54,6 +55,7 @@ type spec struct {
 	maxPar     int    // WithMaxParallelism (0: the default)
 	noMap      bool   // without the stateless map
 	before     string // "map", "reduce" or "process": an operator inserted before the sum
+	beforeUID  string // its UID ("": "before")
 	between    string // "map": an operator inserted between the sum and the sink
 	sumName    string // the sum's name ("": the default)
 	noSum      bool   // without the sum: the sink writes "key,value" lines
@@ -165,7 +167,7 @@ func build(env *weir.Environment, sp spec, out string, reached chan struct{}) {
 	case "reduce":
 		s = weir.Reduce(weir.KeyBy(s, key, codec.Int64()), func(_, v rec) rec { return v })
 		if sp.uids {
-			s.UID("before")
+			s.UID(cmp.Or(sp.beforeUID, "before"))
 		}
 	case "process":
 		s = weir.Process(weir.KeyBy(s, key, codec.Int64()), func() weir.KeyedProcessFunction[int64, rec, rec] {
@@ -187,7 +189,7 @@ func build(env *weir.Environment, sp spec, out string, reached chan struct{}) {
 			})
 		}).WithCodec(recCodec)
 		if sp.uids {
-			s.UID("before")
+			s.UID(cmp.Or(sp.beforeUID, "before"))
 		}
 	}
 	lines := weir.Map(s, func(r rec) string { return fmt.Sprintf("r,%d,%d", r[0], r[1]) })

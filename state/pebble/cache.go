@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // cache is the write-back cache of a Backend: the values of value, list,
@@ -151,10 +152,23 @@ func (c *cache) insert(key []byte, val []byte, present, dirty bool) int32 {
 		i = int32(len(c.slots) - 1)
 	}
 	e := &c.slots[i]
-	e.key, e.used, e.ref, e.present = string(key), true, true, present
+	e.used, e.ref, e.present = true, true, present
+	// One allocation holds the key and the value behind it: a miss
+	// allocates once. The value's capacity ends where the buffer does, so
+	// that appending to it (Update, Append) never touches the key; a
+	// value that outgrows it moves to its own allocation.
+	// (The first value's bytes then stay allocated, unaccounted, until
+	// the entry goes: a few bytes, as the allocator's rounding.)
+	if !present {
+		val = nil
+	}
+	buf := make([]byte, len(key)+len(val))
+	copy(buf, key)
+	e.key = unsafe.String(unsafe.SliceData(buf), len(key))
 	e.val = nil
 	if present {
-		e.val = append(make([]byte, 0, len(val)), val...)
+		copy(buf[len(key):], val)
+		e.val = buf[len(key):len(buf):len(buf)]
 	}
 	e.size = entrySize(e.key, e.val)
 	c.bytes += e.size

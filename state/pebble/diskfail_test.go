@@ -1,7 +1,9 @@
 package pebble_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -44,4 +46,58 @@ func TestDiskFailureFailsWrites(t *testing.T) {
 	require.ErrorContains(t, err, "background flush or compaction")
 	fail.Off()
 	require.NoError(t, b.Close())
+}
+
+// The working copy never syncs (it is never recovered): a disk whose
+// syncs all fail serves writes, memtable flushes, compactions and
+// incremental checkpoints, which restore.
+func TestWorkingCopyNeverSyncs(t *testing.T) {
+	var syncs atomic.Int64
+	fs := errorfs.Wrap(vfs.Default, errorfs.Any(errorfs.InjectorFunc(func(op errorfs.Op) error {
+		switch op.Kind {
+		case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+			syncs.Add(1)
+			return errorfs.ErrInjected
+		}
+		return nil
+	})))
+	st, err := state.NewFileStorage(state.FileStorageConfig{Dir: t.TempDir()})
+	require.NoError(t, err)
+	w := state.PrefixedWriters(st, "op")
+	b, err := pebble.New(pebble.Config{Dir: t.TempDir(), FS: fs, MemTableSize: 64 << 10, BlockCacheSize: 1 << 20,
+		CacheBytes: 16 << 10, Incremental: true})
+	require.NoError(t, err)
+	s, err := b.Register("v", state.KindValue)
+	require.NoError(t, err)
+	val := make([]byte, 100)
+	const n = 5000 // some 500 KiB: memtables flush, L0 compacts
+	for i := range n {
+		k := backendtest.Key(i)
+		require.NoError(t, b.SetCurrentKey(k, backendtest.Group(k, 128)))
+		val[0] = byte(i)
+		require.NoError(t, b.Put(s, nil, val))
+	}
+	f, err := b.Snapshot(1, w)
+	require.NoError(t, err)
+	h, err := f(context.Background())
+	require.NoError(t, err)
+	require.NotNil(t, h.Incremental)
+	b.NotifyCheckpointComplete(1)
+	require.NoError(t, b.Close())
+
+	r, err := pebble.New(pebble.Config{Dir: t.TempDir(), FS: fs})
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, r.Restore([]state.KeyedStateHandle{*h}, st))
+	s, err = r.Register("v", state.KindValue)
+	require.NoError(t, err)
+	for i := range n {
+		k := backendtest.Key(i)
+		require.NoError(t, r.SetCurrentKey(k, backendtest.Group(k, 128)))
+		v, ok, err := r.Get(s, nil)
+		require.NoError(t, err)
+		require.True(t, ok, "key %d", i)
+		require.Equal(t, byte(i), v[0])
+	}
+	require.Zero(t, syncs.Load(), "syncs reached the disk")
 }

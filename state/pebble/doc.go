@@ -18,8 +18,9 @@
 // checkpoints and savepoints move freely between this backend and the heap
 // backend, at any parallelism.
 //
-// The write-ahead log is off: state is recovered from checkpoints, never
-// from the local disk.
+// The write-ahead log is off and no file of the working directory is ever
+// synced (noSyncFS): state is recovered from checkpoints, never from the
+// local disk.
 //
 // In front of the database sits a write-back cache, bounded in bytes
 // (Config.CacheBytes): the values of value, list, reducing and aggregating

@@ -243,10 +243,8 @@ func (b *Backend) downloadFile(f state.NamedHandle, r state.StateReader, p strin
 		_ = dst.Close()
 		return err
 	}
-	if err := dst.Sync(); err != nil {
-		_ = dst.Close()
-		return err
-	}
+	// No sync: the working copy is never recovered after a crash
+	// (noSyncFS).
 	return dst.Close()
 }
 

@@ -261,7 +261,7 @@ func (b *Backend) open(dir string, readOnly bool) (*pdb.DB, error) {
 	cache := pdb.NewCache(b.cfg.BlockCacheSize + int64(b.cfg.MemTables)*int64(b.cfg.MemTableSize))
 	defer cache.Unref()
 	opts := &pdb.Options{
-		FS:                          b.cfg.FS,
+		FS:                          noSyncFS{b.cfg.FS}, // the working copy needs no durability
 		Cache:                       cache,
 		MemTableSize:                b.cfg.MemTableSize,
 		MemTableStopWritesThreshold: b.cfg.MemTables,

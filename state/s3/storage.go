@@ -496,6 +496,44 @@ func (s *Storage) Checkpoints() ([]barrier.CheckpointID, error) {
 	return ids, nil
 }
 
+// Places lists the job places with checkpoints under the storage's place,
+// read as a checkpoint root (a storage opened without a job ID): each
+// job's prefix, and the root itself if it holds checkpoints directly. It
+// costs one delimited listing of the root and one per job prefix.
+func (s *Storage) Places() ([]state.Place, error) {
+	names, err := s.list(s.place, true)
+	if err != nil {
+		return nil, err
+	}
+	newest := func(names []string) barrier.CheckpointID {
+		var n barrier.CheckpointID
+		for _, name := range names {
+			if id, ok := parseChkDir(strings.TrimSuffix(name, "/")); ok && strings.HasSuffix(name, "/") {
+				n = max(n, id)
+			}
+		}
+		return n
+	}
+	var places []state.Place
+	if n := newest(names); n > 0 {
+		places = append(places, state.Place{Newest: n})
+	}
+	for _, name := range names {
+		job, ok := strings.CutSuffix(name, "/")
+		if !ok || state.ValidJobID(job) != nil {
+			continue
+		}
+		sub, err := s.list(s.place+name, true)
+		if err != nil {
+			return nil, err
+		}
+		if n := newest(sub); n > 0 {
+			places = append(places, state.Place{JobID: job, Newest: n})
+		}
+	}
+	return places, nil
+}
+
 // Latest returns the newest completed checkpoint whose metadata and state
 // files all verify; a completed checkpoint that does not is logged and
 // skipped. state.ErrNotFound if none is usable.
