@@ -505,6 +505,7 @@ func (ws *workers) start(id string) error {
 func (ws *workers) startAs(id string, role ...string) error {
 	cmd := exec.Command(ws.self, append(role, ws.args...)...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = procAttr()
 	if ws.env != nil {
 		cmd.Env = append(os.Environ(), ws.env...)
 	}
