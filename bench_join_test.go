@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/cputime"
 )
 
 // BenchmarkAsyncIO runs source -> AsyncMap -> discarding sink, one
@@ -64,12 +65,12 @@ func BenchmarkIntervalJoin(b *testing.B) {
 		b.ReportAllocs()
 		env := weir.NewEnvironment(weir.WithParallelism(1))
 		keyedSum(env, int64(b.N))
-		cpu := cpuTime()
+		cpu := cputime.Process()
 		if _, err := env.Execute(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
-		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 	})
 	for _, wmi := range []time.Duration{200 * time.Millisecond, time.Millisecond} {
 		b.Run(fmt.Sprintf("join/watermarks=%v", wmi), func(b *testing.B) { benchmarkIntervalJoin(b, wmi) })
@@ -94,12 +95,12 @@ func benchmarkIntervalJoin(b *testing.B, wmi time.Duration) {
 		j := weir.IntervalJoin[int64](side("left"), side("right")).Between(-time.Second, time.Second).
 			Process(func(l, r kv) int64 { return l.V - r.V })
 		weir.Discard(weir.Filter(j, func(int64) bool { pairs.Add(1); return false }))
-		cpu := cpuTime()
+		cpu := cputime.Process()
 		if _, err := env.Execute(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(2*n)/b.Elapsed().Seconds(), "records/s")
-		b.ReportMetric(float64(cpuTime()-cpu)/float64(2*n), "cpu-ns/op")
+		b.ReportMetric(float64(cputime.Process()-cpu)/float64(2*n), "cpu-ns/op")
 		b.ReportMetric(float64(pairs.Load())/float64(2*n), "pairs/record")
 	}
 }

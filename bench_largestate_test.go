@@ -7,6 +7,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/cputime"
 )
 
 // jobKeys is the number of keys of BenchmarkJobLargeState; 0 (the
@@ -50,12 +51,12 @@ func BenchmarkJobLargeState(b *testing.B) {
 			sums := weir.Reduce(weir.KeyBy(src, func(x kv) int64 { return x.K }, codec.Int64()),
 				func(a, b kv) kv { return kv{a.K, a.V + b.V} })
 			weir.Discard(sums)
-			cpu := cpuTime()
+			cpu := cputime.Process()
 			if _, err := env.Execute(b.Context()); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

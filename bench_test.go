@@ -14,6 +14,7 @@ import (
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/coordinator"
+	"github.com/weirstream/weir/internal/cputime"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,12 +57,12 @@ func benchmarkKeyedSum(b *testing.B, opts ...weir.Option) {
 			b.ReportAllocs()
 			env := weir.NewEnvironment(append([]weir.Option{weir.WithParallelism(p)}, opts...)...)
 			keyedSum(env, int64(b.N))
-			cpu := cpuTime()
+			cpu := cputime.Process()
 			if _, err := env.Execute(context.Background()); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -84,7 +85,7 @@ func BenchmarkJobInProcessMetrics(b *testing.B) {
 			}
 			env := weir.NewEnvironment(opts...)
 			keyedSum(env, int64(b.N))
-			cpu := cpuTime()
+			cpu := cputime.Process()
 			job, err := env.Start(context.Background())
 			if err != nil {
 				b.Fatal(err)
@@ -105,7 +106,7 @@ func BenchmarkJobInProcessMetrics(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/cputime"
 )
 
 // unionSum is keyedSum with its input from two generators of n/2 values
@@ -36,12 +37,12 @@ func BenchmarkUnion(b *testing.B) {
 				b.ReportAllocs()
 				env := weir.NewEnvironment(weir.WithParallelism(p))
 				job.build(env, int64(b.N))
-				cpu := cpuTime()
+				cpu := cputime.Process()
 				if _, err := env.Execute(context.Background()); err != nil {
 					b.Fatal(err)
 				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
-				b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/buffer"
+	"github.com/weirstream/weir/internal/cputime"
 	"github.com/weirstream/weir/network/wire"
 )
 
@@ -115,12 +116,12 @@ func BenchmarkExchangeWakeBatch(b *testing.B) {
 // -cpu 1, where the goroutines take turns on one thread).
 type cpuMeter time.Duration
 
-func startCPU() cpuMeter { return cpuMeter(processCPU()) }
+func startCPU() cpuMeter { return cpuMeter(cputime.Process()) }
 
 // report adds the CPU time per operation (both goroutines', the runtime's
 // included) as the metric cpu-ns/op.
 func (m cpuMeter) report(b *testing.B) {
-	if used := processCPU() - time.Duration(m); used > 0 {
+	if used := cputime.Process() - time.Duration(m); used > 0 {
 		b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir"
 	weirnats "github.com/weirstream/weir/connectors/nats"
+	"github.com/weirstream/weir/internal/cputime"
 )
 
 // BenchmarkNATSSink publishes b.N records of 100 bytes to a JetStream
@@ -34,7 +34,7 @@ func BenchmarkNATSSink(b *testing.B) {
 			ctx := testCtx(b)
 			b.ReportAllocs()
 			b.ResetTimer()
-			start, cpu0 := time.Now(), cpuTime()
+			start, cpu0 := time.Now(), cputime.Process()
 			var err error
 			if mode == "raw" || mode == "raw-msg-id" {
 				err = rawPublish(ctx, s.URL(), value, b.N, mode == "raw-msg-id")
@@ -45,7 +45,7 @@ func BenchmarkNATSSink(b *testing.B) {
 				b.Fatal(err)
 			}
 			el := time.Since(start).Seconds()
-			cpu := cpuTime() - cpu0
+			cpu := cputime.Process() - cpu0
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/el, "records/s")
 			// The process's CPU time per record (the server's included: it
@@ -57,15 +57,6 @@ func BenchmarkNATSSink(b *testing.B) {
 			}
 		})
 	}
-}
-
-// cpuTime is the process's user + system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func rawPublish(ctx context.Context, url string, value []byte, n int, ids bool) error {

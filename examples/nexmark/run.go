@@ -21,6 +21,7 @@ import (
 	"github.com/weirstream/weir/examples/nexmark/internal/batch"
 	"github.com/weirstream/weir/examples/nexmark/internal/nexmark"
 	"github.com/weirstream/weir/examples/nexmark/internal/queries"
+	"github.com/weirstream/weir/internal/cputime"
 )
 
 // params are the command's flags.
@@ -243,7 +244,7 @@ func (q query[R]) run(ctx context.Context, p params) (figures, error) {
 		return f, err
 	}
 	runtime.GC()
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, start := cputime.Process(), time.Now()
 	job, err := env.Start(ctx)
 	if err != nil {
 		return f, err
@@ -271,7 +272,7 @@ func (q query[R]) run(ctx context.Context, p params) (figures, error) {
 		jobp.Store(job)
 	}
 	res, err := job.Wait()
-	f.wall, f.cpu = time.Since(start), cpuTime()-cpu0
+	f.wall, f.cpu = time.Since(start), cputime.Process()-cpu0
 	if err != nil {
 		return f, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/internal/cputime"
 	"github.com/weirstream/weir/state"
 	"github.com/weirstream/weir/state/heap"
 	"github.com/weirstream/weir/state/internal/backendtest"
@@ -121,7 +122,7 @@ func BenchmarkStateBackend(b *testing.B) {
 			var v [8]byte
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu := cpuTime()
+			cpu := cputime.Process()
 			for range b.N {
 				i := r.IntN(len(keys))
 				kb.SetCurrentKey(keys[i], groups[i])
@@ -134,7 +135,7 @@ func BenchmarkStateBackend(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
 			b.ReportMetric(float64(inUse), "heap-B")
 			b.ReportMetric(float64(benchKeys), "keys")
@@ -276,10 +277,10 @@ func BenchmarkSnapshotSync(b *testing.B) {
 				require.Greater(b, cs.Bytes, int64(cacheBytes*9/10), "the cache is not full")
 				dirty += cs.DirtyBytes
 				b.StartTimer()
-				start, cpu0 := time.Now(), cpuTime()
+				start, cpu0 := time.Now(), cputime.Process()
 				f, err := kb.Snapshot(barrier.CheckpointID(it+1), w)
 				sync += time.Since(start)
-				syncCPU += cpuTime() - cpu0
+				syncCPU += cputime.Process() - cpu0
 				b.StopTimer()
 				require.NoError(b, err)
 				_, err = f(context.Background())
