@@ -298,9 +298,10 @@ func benchDeserialize(b *testing.B, recSize int) {
 	for n := 0; n < b.N; {
 		d.SetBuffer(buffer.Wrap(stream, buffer.Data))
 		for {
-			_, ok, _ := d.Next()
-			if !ok {
-				break
+			if _, ok := d.TryNext(); !ok {
+				if _, ok, _ = d.Next(); !ok {
+					break
+				}
 			}
 			n++
 		}
@@ -338,12 +339,15 @@ func drainGateWork(b *testing.B, gate *InputGate, work int) (got, sum uint64) {
 		}
 		d.SetBuffer(buf)
 		for {
-			rec, ok, err := d.Next()
-			if err != nil {
-				b.Fatal(err)
-			}
+			rec, ok := d.TryNext()
 			if !ok {
-				break
+				var err error
+				if rec, ok, err = d.Next(); err != nil {
+					b.Fatal(err)
+				}
+				if !ok {
+					break
+				}
 			}
 			sum += binary.BigEndian.Uint64(rec)
 			got++

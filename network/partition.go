@@ -95,8 +95,8 @@ func NewResultPartition(id uuid.UUID, name string, n int, pool *buffer.LocalPool
 		subs: make([]*Subpartition, n), builders: make([]builder, n), wakeBatch: DefaultWakeBatch}
 	for i := range p.subs {
 		p.subs[i] = &Subpartition{index: i, parent: p}
-		p.builders[i].sub = i
-		p.builders[i].fit = 1
+		p.builders[i].sub, p.builders[i].part = i, p
+		p.builders[i].setFit(1)
 	}
 	return p, nil
 }
@@ -244,7 +244,17 @@ func AppendRecord[T any](p *ResultPartition, sub int, appendFn func([]byte, T) [
 // it across buffers: v did not fit in builder b's current buffer.
 func appendSpanning[T any](p *ResultPartition, b *builder, appendFn func([]byte, T) []byte, v T) error {
 	p.scratch = appendFn(p.scratch[:0], v)
-	b.fit = max(len(p.scratch), 1)
+	b.setFit(len(p.scratch))
+	return p.writeSpanning(b, p.scratch)
+}
+
+// writeEncoded writes rec, a record encoded out of place (it did not fit
+// in builder b's current buffer), across buffers. rec may alias the
+// segment it is written to: it is copied to the partition's scratch slice
+// first.
+func (p *ResultPartition) writeEncoded(b *builder, rec []byte) error {
+	p.scratch = append(p.scratch[:0], rec...)
+	b.setFit(len(p.scratch))
 	return p.writeSpanning(b, p.scratch)
 }
 
@@ -290,7 +300,7 @@ func (p *ResultPartition) nextBuffer(b *builder) error {
 	if n := int(p.subs[b.sub].bufSize.Load()); n > 0 && n < len(seg) {
 		seg = seg[:n:n] // debloated: the consumer wants smaller buffers
 	}
-	b.buf, b.seg, b.pos = buf, seg, 0
+	b.setSeg(buf, seg, 0)
 	p.held = true
 	return nil
 }
@@ -303,7 +313,7 @@ func (p *ResultPartition) finishBuffer(b *builder) {
 	buf := b.buf
 	buf.SetLen(b.pos)
 	p.stats.Bytes += int64(b.pos)
-	b.buf, b.seg, b.pos = nil, nil, 0
+	b.setSeg(nil, nil, 0)
 	p.stats.Buffers++
 	p.subs[b.sub].add(buf)
 }
@@ -361,7 +371,7 @@ func (p *ResultPartition) releaseBuilders() {
 		if b.buf != nil {
 			p.stats.Bytes += int64(b.pos) // written, though never sent
 			b.buf.Release()
-			b.buf, b.seg, b.pos = nil, nil, 0
+			b.setSeg(nil, nil, 0)
 		}
 	}
 	p.held = false

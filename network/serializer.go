@@ -26,12 +26,29 @@ type builder struct {
 	records int64          // records written, for PartitionStats
 	buf     *buffer.Buffer // current buffer, nil until the first record
 	sub     int            // the subpartition's index
+	part    *ResultPartition
 	// fit (at least 1) is the room a record is taken to need: the size of
 	// the last record that went the spanning way. A record is encoded in
 	// place only where that much room is left, so that at the end of a
 	// buffer an encoder does not grow (allocate) the slice it was given,
 	// only for the record to be encoded again.
 	fit int
+	// limit is the last position at which a record is encoded in place:
+	// len(seg) - lengthSize - fit, negative without a buffer (setSeg,
+	// setFit keep it).
+	limit int
+}
+
+// setSeg makes seg the builder's segment, pos bytes of it written.
+func (b *builder) setSeg(buf *buffer.Buffer, seg []byte, pos int) {
+	b.buf, b.seg, b.pos = buf, seg, pos
+	b.limit = len(seg) - lengthSize - b.fit
+}
+
+// setFit sets the room a record is taken to need.
+func (b *builder) setFit(fit int) {
+	b.fit = max(fit, 1)
+	b.limit = len(b.seg) - lengthSize - b.fit
 }
 
 // room is the free space in the current buffer.
@@ -41,11 +58,11 @@ func (b *builder) room() int { return len(b.seg) - b.pos }
 // right after room for its length prefix, and false if less than fit
 // bytes of encoding fit.
 func (b *builder) dst() ([]byte, bool) {
-	seg, start := b.seg, b.pos+lengthSize
-	if start+b.fit > len(seg) {
+	if b.pos > b.limit {
 		return nil, false
 	}
-	return seg[start:start:len(seg)], true
+	start := b.pos + lengthSize
+	return b.seg[start:start:len(b.seg)], true
 }
 
 // commit completes the record whose encoding out was appended to the slice
@@ -134,28 +151,41 @@ func (d *Deserializer) HasBuffer() bool { return d.buf != nil }
 func (d *Deserializer) Pending() bool { return d.partial }
 
 // Next returns the next complete record. The slice is valid until the next
-// call to Next or SetBuffer. ok is false when the current buffer is used up
-// (the record may continue in the next buffer). A corrupt length fails with
-// a *DeserializeError.
+// call to Next, TryNext or SetBuffer. ok is false when the current buffer
+// is used up (the record may continue in the next buffer). A corrupt length
+// fails with a *DeserializeError.
 func (d *Deserializer) Next() (rec []byte, ok bool, err error) {
-	// Fast path: a whole record inside the current buffer.
+	if rec, ok := d.TryNext(); ok {
+		return rec, true, nil
+	}
+	return d.next()
+}
+
+// TryNext is Next's fast path alone, small enough to be inlined into a
+// consumer's loop: the next record if it lies wholly inside the current
+// buffer (and the buffer can hold no record above the maximum size).
+// Where it returns false, Next takes over: the end of the buffer, a record
+// spanning buffers, a corrupt length. A loop calls TryNext and, when it
+// fails, Next.
+func (d *Deserializer) TryNext() (rec []byte, ok bool) {
 	if f, off := d.fast, d.off; off+lengthSize <= len(f) {
+		// Without bounds checks: off is never negative, the length
+		// prefix lies inside f (checked above) and so does the record
+		// (checked below).
 		p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(f)), off)
 		n := binary.BigEndian.Uint32((*[lengthSize]byte)(p)[:])
 		if uint64(n) <= uint64(len(f)-off-lengthSize) {
-			end := off + lengthSize + int(n)
-			d.off = end
+			d.off = off + lengthSize + int(n)
 			// The buffer is released on a later call: rec aliases it.
-			// Without bounds checks: off is never negative, the record
-			// ends inside f, and n > 0 keeps the pointer inside the
-			// buffer (an empty record at its end would point past it).
-			if n > 0 {
-				return unsafe.Slice((*byte)(unsafe.Add(p, lengthSize)), int(n)), true, nil
+			// An empty record is the empty slice at its length prefix,
+			// which lies inside the buffer (its end may not).
+			if n == 0 {
+				return unsafe.Slice((*byte)(p), 0), true
 			}
-			return f[end:end], true, nil
+			return unsafe.Slice((*byte)(unsafe.Add(p, lengthSize)), int(n)), true
 		}
 	}
-	return d.next()
+	return nil, false
 }
 
 // next is Next beyond the fast path: the end of the buffer, a record that

@@ -142,3 +142,68 @@ func TestPartitionWriteSpansBuffers(t *testing.T) {
 		})
 	}
 }
+
+// A forward RecordWriter produces the reference stream whatever its
+// encoder does with the slice it is given: append in place, grow it past
+// the buffer, return a slice of its own, or return part of what it
+// appended (a slice into the buffer that is not where the record starts).
+func TestRecordWriterForwardEncoders(t *testing.T) {
+	own := []byte("a slice of the encoder's own")
+	encoders := map[string]func(dst, v []byte) []byte{
+		"append":  func(dst, v []byte) []byte { return append(dst, v...) },
+		"own":     func(dst, v []byte) []byte { return append(own[:0:0], v...) },
+		"shifted": func(dst, v []byte) []byte { return append(append(dst, 0xee), v...)[1:] },
+		"grown": func(dst, v []byte) []byte {
+			return append(append(dst[:0:0], make([]byte, 0, len(dst)+1)...), v...)
+		},
+	}
+	for name, enc := range encoders {
+		for _, segSize := range []int{64, 100, 1024} {
+			t.Run(fmt.Sprintf("%s/%d", name, segSize), func(t *testing.T) {
+				g, err := buffer.NewGlobalPool(buffer.Config{SegmentSize: segSize, NumSegments: 1000})
+				require.NoError(t, err)
+				pool, err := g.NewLocalPool(2, 1000)
+				require.NoError(t, err)
+				p, err := NewResultPartition(newID(), "p", 1, pool)
+				require.NoError(t, err)
+				w, err := NewRecordWriter(p, WriterConfig[[]byte]{Partitioning: Forward, Append: enc})
+				require.NoError(t, err)
+				r := rand.New(rand.NewPCG(2, uint64(segSize)))
+				var recs [][]byte
+				for i := 0; i < 400; i++ {
+					n := r.IntN(40)
+					switch i % 50 {
+					case 0:
+						n = 3000 // larger than a segment
+					case 7, 8:
+						n = 0
+					}
+					rec := make([]byte, n)
+					for j := range rec {
+						rec[j] = byte(r.Uint32())
+					}
+					recs = append(recs, rec)
+					require.NoError(t, w.Emit(rec))
+					if i%41 == 0 {
+						p.Flush()
+					}
+				}
+				p.Flush()
+				require.Equal(t, int64(len(recs)), p.Stats().Records)
+				var stream []byte
+				sub := p.Subpartition(0)
+				for {
+					r := sub.Poll()
+					if r.Buffer == nil {
+						break
+					}
+					stream = append(stream, r.Buffer.Bytes()...)
+					r.Buffer.Release()
+				}
+				require.Equal(t, encodeStream(recs), stream)
+				p.Release()
+				require.Equal(t, 0, g.InUse())
+			})
+		}
+	}
+}

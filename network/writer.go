@@ -133,20 +133,26 @@ func (w *RecordWriter[T]) Emit(v T) error {
 		// builder.dst and builder.commit, inline: a record that fits in
 		// the current buffer is encoded in place, its length prefix put
 		// before it, and nothing else is stored but the position.
-		seg, pos := b.seg, b.pos
-		if start := pos + lengthSize; start+b.fit <= len(seg) {
-			dst := seg[start:start:len(seg)]
-			out := w.appendFn(dst, v)
-			// Appended in place: append kept dst's array. Anything else
-			// (grown, or another slice) goes the spanning way.
-			if unsafe.SliceData(out) == unsafe.SliceData(dst) && len(out) <= len(seg)-start {
-				binary.BigEndian.PutUint32(seg[pos:start], uint32(len(out)))
-				b.pos = start + len(out)
-				b.records++
-				return nil
-			}
+		if b.pos > b.limit {
+			return appendSpanning(w.p, b, w.appendFn, v)
 		}
-		return appendSpanning(w.p, b, w.appendFn, v)
+		// Without bounds checks: at least lengthSize+fit bytes (fit >= 1)
+		// are left from pos, so the slice points into seg.
+		out := w.appendFn(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b.seg)), b.pos+lengthSize)), len(b.seg)-b.pos-lengthSize)[:0], v)
+		// The builder's fields are read again after the call, so that
+		// only b is kept on the stack across it.
+		pos, room := b.pos, len(b.seg)-b.pos-lengthSize
+		p := unsafe.Add(unsafe.Pointer(unsafe.SliceData(b.seg)), pos)
+		// Appended in place: append kept the slice's array. Anything
+		// else (grown, or another slice) is copied the spanning way,
+		// not encoded again.
+		if n := len(out); unsafe.Pointer(unsafe.SliceData(out)) == unsafe.Add(p, lengthSize) && n <= room {
+			binary.BigEndian.PutUint32((*[lengthSize]byte)(p)[:], uint32(n))
+			b.pos = pos + lengthSize + n
+			b.records++
+			return nil
+		}
+		return b.part.writeEncoded(b, out)
 	}
 	return w.emit(v)
 }

@@ -807,13 +807,17 @@ func (t *Task) consume(ch int) error {
 			t.resumeCh = ch
 			break
 		}
-		rec, ok, err := d.Next()
-		if err != nil {
-			t.metrics.RecordsIn += n
-			return t.wrapErr(err)
-		}
+		// The deserializer's fast path, inlined here; Next for the rest.
+		rec, ok := d.TryNext()
 		if !ok {
-			break
+			var err error
+			if rec, ok, err = d.Next(); err != nil {
+				t.metrics.RecordsIn += n
+				return t.wrapErr(err)
+			}
+			if !ok {
+				break
+			}
 		}
 		n++
 		if err := in.ProcessRecord(rec); err != nil {
