@@ -39,6 +39,9 @@ var (
 	ErrUnreachable = errors.New("ha: etcd unreachable")
 	// ErrCorruptRecord: a key of the job's record does not parse.
 	ErrCorruptRecord = errors.New("ha: corrupt record in etcd")
+	// ErrJobEnded: the job's end is recorded and no coordinator leads it;
+	// none will again.
+	ErrJobEnded = errors.New("ha: job ended")
 )
 
 // Config says where the job's record lives.
@@ -261,18 +264,30 @@ func (c *Client) CurrentLeader(ctx context.Context) (l Leader, ok bool, err erro
 	return l, true, nil
 }
 
-// WaitLeader waits until the job has a leader and returns it. It retries
-// while etcd is unreachable, until ctx ends.
+// WaitLeader waits until the job has a leader and returns it, or returns
+// ErrJobEnded once the job's end is recorded while no coordinator leads
+// it: a leader stops its workers before it records the end, so a worker
+// that looked for the end too early would otherwise wait for a leader
+// that never comes. It retries while etcd is unreachable, until ctx ends.
 func (c *Client) WaitLeader(ctx context.Context) (Leader, error) {
 	delay := 50 * time.Millisecond
 	for {
 		wctx, cancel := context.WithCancel(ctx)
-		// Watch before the read, so no election between the two is missed.
-		wch := c.cli.Watch(clientv3.WithRequireLeader(wctx), c.keys.election+"/", clientv3.WithPrefix())
+		// Watch before the reads, so no election or end between them is
+		// missed; the prefix covers both the election and the status key.
+		wch := c.cli.Watch(clientv3.WithRequireLeader(wctx), c.keys.prefix, clientv3.WithPrefix())
 		l, ok, err := c.CurrentLeader(ctx)
 		if err == nil && ok {
 			cancel()
 			return l, nil
+		}
+		var ended bool
+		if err == nil {
+			ended, err = c.ended(ctx)
+		}
+		if err == nil && ended {
+			cancel()
+			return Leader{}, fmt.Errorf("%w: %s", ErrJobEnded, c.cfg.JobID)
 		}
 		if err != nil {
 			c.log.Debug("leader look-up failed", zap.Error(err))
@@ -292,6 +307,17 @@ func (c *Client) WaitLeader(ctx context.Context) (Leader, error) {
 			return Leader{}, ctx.Err()
 		}
 	}
+}
+
+// ended reports whether the job's end is recorded.
+func (c *Client) ended(ctx context.Context) (bool, error) {
+	rctx, cancel := c.reqCtx(ctx)
+	defer cancel()
+	resp, err := c.cli.Get(rctx, c.keys.status, clientv3.WithCountOnly())
+	if err != nil {
+		return false, fmt.Errorf("ha: reading the status of job %s: %w", c.cfg.JobID, err)
+	}
+	return resp.Count > 0, nil
 }
 
 // WatchLeader returns a channel closed once the job's leader is no longer

@@ -125,6 +125,40 @@ func TestRevokedLeaderCannotWrite(t *testing.T) {
 	require.Equal(t, &ha.Status{Finished: true}, rec.Status)
 }
 
+// A worker waiting for a leader learns that the job ended even when no
+// coordinator leads it any more (a leader stops its workers before it
+// records the end, then resigns): WaitLeader returns ErrJobEnded instead
+// of waiting for a leader that never comes. A leader of an ended job is
+// still returned while it leads.
+func TestWaitLeaderJobEnded(t *testing.T) {
+	s := startEtcd(t)
+	a, w := dial(t, s, "job"), dial(t, s, "job")
+	la, err := a.Campaign(t.Context(), "a", "addr-a")
+	require.NoError(t, err)
+	la.Resign()
+
+	got := make(chan error, 1)
+	go func() {
+		_, err := w.WaitLeader(t.Context())
+		got <- err
+	}()
+	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint()}})
+	require.NoError(t, err)
+	defer raw.Close()
+	_, err = raw.Put(t.Context(), "/weir/jobs/job/status", `{"Finished":true}`)
+	require.NoError(t, err)
+	require.ErrorIs(t, <-got, ha.ErrJobEnded)
+
+	lb, err := a.Campaign(t.Context(), "b", "addr-b")
+	require.NoError(t, err)
+	l, err := w.WaitLeader(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "b", l.ID)
+	lb.Resign()
+	_, err = w.WaitLeader(t.Context())
+	require.ErrorIs(t, err, ha.ErrJobEnded)
+}
+
 // Two jobs on one etcd have separate records and elections.
 func TestJobsAreSeparate(t *testing.T) {
 	s := startEtcd(t)

@@ -140,6 +140,9 @@ func (w *worker) followLeaders(ctx context.Context, base cluster.WorkerConfig, c
 			return err
 		}
 		l, err := hc.WaitLeader(ctx)
+		if errors.Is(err, ha.ErrJobEnded) {
+			continue // jobEnded reports how it ended
+		}
 		if err != nil {
 			return err
 		}
