@@ -529,7 +529,7 @@ func (a *clusterAttempt) run(ctx context.Context, ended func(error)) error {
 		if failure != nil {
 			ended(failure)
 			a.cancel(failure)
-			return failure
+			return a.rootCause(failure)
 		}
 		if done {
 			return nil
@@ -543,6 +543,22 @@ func (a *clusterAttempt) run(ctx context.Context, ended func(error)) error {
 			return err
 		}
 	}
+}
+
+// rootCause returns, once the attempt's tasks stopped, a non-recoverable
+// failure of any of them, else first (the failure reported first). A task
+// that refuses its restore makes the tasks it feeds or reads fail too
+// (their connections close), and their failures may reach the
+// coordinator first; the attempt must not restart for them.
+func (a *clusterAttempt) rootCause(first error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, k := range a.all {
+		if err := a.mu.ended[k]; err != nil && nonRecoverable(err) {
+			return err
+		}
+	}
+	return first
 }
 
 // cancel stops the attempt's tasks on every worker and waits, up to

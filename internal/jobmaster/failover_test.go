@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/cluster"
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/metrics"
@@ -256,4 +257,22 @@ type silentGateway struct{ *fakeAttempt }
 func (g silentGateway) gateway() coordinator.TaskGateway { return g }
 func (g silentGateway) TriggerCheckpoint(state.TaskKey, barrier.Barrier) error {
 	return nil
+}
+
+// A task that refuses its restore makes the tasks connected to it fail
+// too, and their failures may reach the coordinator first: the attempt's
+// verdict, once every task stopped, is the non-recoverable failure, so the
+// job does not restart into the same refusal.
+func TestClusterAttemptRootCause(t *testing.T) {
+	a := &clusterAttempt{all: []state.TaskKey{srcKey, sinkKey}, owner: map[state.TaskKey]string{srcKey: "w1", sinkKey: "w2"},
+		notify: make(chan struct{}, 1)}
+	a.mu.ended, a.mu.stats, a.mu.live = map[state.TaskKey]error{}, map[state.TaskKey]task.Metrics{}, map[state.TaskKey]task.LiveMetrics{}
+	a.taskEnded(&cluster.TaskStatus{Task: srcKey, State: cluster.Failed, Error: "network: use of closed network connection"})
+	first, _, _ := a.progress()
+	require.ErrorContains(t, first, "closed network connection")
+	require.Same(t, first, a.rootCause(first), "no non-recoverable failure: the first one")
+	a.taskEnded(&cluster.TaskStatus{Task: sinkKey, State: cluster.Failed, Error: "restore refused", NonRecoverable: true})
+	root := a.rootCause(first)
+	require.True(t, nonRecoverable(root))
+	require.ErrorContains(t, root, "task sink (subtask 0) on worker w2: restore refused")
 }
