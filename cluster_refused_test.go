@@ -74,5 +74,5 @@ func TestClusterRefusedRestoreDoesNotRestart(t *testing.T) {
 	require.ErrorContains(t, err, `state "sum" restored from the checkpoint as value of int64, declared now as value of string`)
 	require.ErrorContains(t, err, "will not restart (a restart would restore the same state and fail the same way)")
 	require.NotNil(t, res)
-	require.Zero(t, res.Restarts)
+	require.Zero(t, res.Restarts, "%v", err)
 }
