@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"path"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -30,8 +32,15 @@ import (
 // 100,000 keys).
 var benchKeys = 1 << 20
 
+// benchBlockCache is the block cache of BenchmarkStateBackend's pebble
+// backends (-state.blockcache, in MiB; 0: the default): where the state's
+// tables do not fit in it, a miss of the write-back cache reads a block
+// from the file system.
+var benchBlockCache int64
+
 func init() {
 	flag.IntVar(&benchKeys, "state.keys", benchKeys, "keys of the state benchmarks")
+	flag.Int64Var(&benchBlockCache, "state.blockcache", 0, "block cache of BenchmarkStateBackend's pebble backends, MiB (0: the default)")
 }
 
 func heapInUse() uint64 {
@@ -78,32 +87,33 @@ func BenchmarkStateBackend(b *testing.B) {
 	keys, groups := benchKeySet(benchKeys)
 	for _, bk := range []struct {
 		name string
-		new  func(b *testing.B) state.KeyedBackend
+		new  func(b *testing.B, dir string) state.KeyedBackend
 	}{
-		{"heap", func(b *testing.B) state.KeyedBackend {
+		{"heap", func(b *testing.B, dir string) state.KeyedBackend {
 			kb, err := heap.New(heap.Config{})
 			require.NoError(b, err)
 			return kb
 		}},
-		{"pebble", func(b *testing.B) state.KeyedBackend {
-			kb, err := pebble.New(pebble.Config{Dir: b.TempDir()})
+		{"pebble", func(b *testing.B, dir string) state.KeyedBackend {
+			kb, err := pebble.New(pebble.Config{Dir: dir, BlockCacheSize: benchBlockCache << 20})
 			require.NoError(b, err)
 			return kb
 		}},
-		{"pebble/cache=1%", func(b *testing.B) state.KeyedBackend {
-			kb, err := pebble.New(pebble.Config{Dir: b.TempDir(), CacheBytes: int64(benchKeys) * cachedKeyBytes / 100})
+		{"pebble/cache=1%", func(b *testing.B, dir string) state.KeyedBackend {
+			kb, err := pebble.New(pebble.Config{Dir: dir, BlockCacheSize: benchBlockCache << 20, CacheBytes: int64(benchKeys) * cachedKeyBytes / 100})
 			require.NoError(b, err)
 			return kb
 		}},
-		{"pebble/cache=off", func(b *testing.B) state.KeyedBackend {
-			kb, err := pebble.New(pebble.Config{Dir: b.TempDir(), CacheBytes: -1})
+		{"pebble/cache=off", func(b *testing.B, dir string) state.KeyedBackend {
+			kb, err := pebble.New(pebble.Config{Dir: dir, BlockCacheSize: benchBlockCache << 20, CacheBytes: -1})
 			require.NoError(b, err)
 			return kb
 		}},
 	} {
 		b.Run("backend="+bk.name, func(b *testing.B) {
 			before := heapInUse()
-			kb := bk.new(b)
+			dir := b.TempDir()
+			kb := bk.new(b, dir)
 			defer kb.Close()
 			s, err := kb.Register("sum", state.KindValue)
 			require.NoError(b, err)
@@ -113,6 +123,7 @@ func BenchmarkStateBackend(b *testing.B) {
 				require.NoError(b, pb.Compact(context.Background()))
 			}
 			inUse := heapInUse() - before
+			tables := dirBytes(b, dir)
 			pb, _ := kb.(*pebble.Backend)
 			var st0 pebble.CacheStats
 			if pb != nil {
@@ -140,6 +151,9 @@ func BenchmarkStateBackend(b *testing.B) {
 			b.ReportMetric(float64(inUse), "heap-B")
 			b.ReportMetric(float64(benchKeys), "keys")
 			if pb != nil {
+				b.ReportMetric(float64(tables)/(1<<20), "db-MiB")
+			}
+			if pb != nil {
 				st := pb.CacheStats()
 				if n := st.Hits + st.Misses - st0.Hits - st0.Misses; n > 0 {
 					b.ReportMetric(100*float64(st.Hits-st0.Hits)/float64(n), "hit-%")
@@ -147,6 +161,23 @@ func BenchmarkStateBackend(b *testing.B) {
 			}
 		})
 	}
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(b testing.TB, dir string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	})
+	require.NoError(b, err)
+	return n
 }
 
 // BenchmarkIncrementalCheckpoint: benchKeys keys with 100-byte values,
