@@ -75,4 +75,5 @@ func TestClusterRefusedRestoreDoesNotRestart(t *testing.T) {
 	require.ErrorContains(t, err, "will not restart (a restart would restore the same state and fail the same way)")
 	require.NotNil(t, res)
 	require.Zero(t, res.Restarts, "%v", err)
+	require.ErrorIs(t, err, state.ErrIncompatibleState, "the refusal keeps its identity across processes")
 }

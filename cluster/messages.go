@@ -175,6 +175,11 @@ type TaskStatus struct {
 	// NonRecoverable: the failure is one no restart mends (a restore
 	// refused for the state it holds); the job fails without restarting.
 	NonRecoverable bool `json:"NonRecoverable,omitempty"`
+	// Codes name the registered errors (internal/errcode) that the
+	// task's error matched on the worker: the coordinator's error matches
+	// them again with errors.Is. A coordinator ignores codes it does not
+	// know.
+	Codes []string `json:"Codes,omitempty"`
 }
 
 // TaskMetrics is the wire form of a task's task.Metrics, in TaskStatus.

@@ -36,10 +36,10 @@ func workerSamples() []workerSample {
 			`{"Register":{"WorkerID":"w1","DataAddr":"10.0.0.1:7001","Fingerprint":"graph-1","Slots":4,"Features":["profile"]}}`},
 		{"heartbeat", WorkerMessage{Heartbeat: &Heartbeat{}},
 			`{"Heartbeat":{}}`},
-		{"task status", WorkerMessage{TaskStatus: &TaskStatus{Attempt: 3, Task: sampleTask, State: Failed, Error: "boom", NonRecoverable: true,
+		{"task status", WorkerMessage{TaskStatus: &TaskStatus{Attempt: 3, Task: sampleTask, State: Failed, Error: "boom", NonRecoverable: true, Codes: []string{"state.incompatible"},
 			Metrics: &TaskMetrics{Name: "window (3/4)", RecordsIn: 1, RecordsOut: 2, BytesIn: 3, BytesOut: 4,
 				BusyNanos: 5_000_000_000, IdleNanos: 6, BackPressuredNanos: 7}}},
-			`{"TaskStatus":{"Attempt":3,"Task":{"Vertex":"window","Subtask":2},"State":3,"Error":"boom","Metrics":{"Name":"window (3/4)","RecordsIn":1,"RecordsOut":2,"BytesIn":3,"BytesOut":4,"BusyNanos":5000000000,"IdleNanos":6,"BackPressuredNanos":7},"NonRecoverable":true}}`},
+			`{"TaskStatus":{"Attempt":3,"Task":{"Vertex":"window","Subtask":2},"State":3,"Error":"boom","Metrics":{"Name":"window (3/4)","RecordsIn":1,"RecordsOut":2,"BytesIn":3,"BytesOut":4,"BusyNanos":5000000000,"IdleNanos":6,"BackPressuredNanos":7},"NonRecoverable":true,"Codes":["state.incompatible"]}}`},
 		{"ack", WorkerMessage{Ack: &Ack{Attempt: 3, Task: sampleTask, ID: 7,
 			Snapshot: state.EncodeTaskSnapshot(state.TaskSnapshot{Operators: map[string]state.OperatorSubtaskState{
 				"op": {Operator: &state.OperatorStateHandle{StreamHandle: state.StreamHandle{Path: "chk-7/op", Size: 8, Checksum: 9}}},

@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/coordinator"
 	"github.com/weirstream/weir/internal/dashboard"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/errcode"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/internal/metrics"
@@ -435,7 +436,7 @@ func (a *clusterAttempt) taskEnded(s *cluster.TaskStatus) {
 	switch s.State {
 	case cluster.Finished:
 	case cluster.Failed:
-		err = fmt.Errorf("task %s (subtask %d) on worker %s: %s", s.Task.Vertex, s.Task.Subtask, a.owner[s.Task], s.Error)
+		err = errcode.Wrap(fmt.Errorf("task %s (subtask %d) on worker %s: %s", s.Task.Vertex, s.Task.Subtask, a.owner[s.Task], s.Error), s.Codes)
 		if s.NonRecoverable {
 			err = &remoteNonRecoverable{err}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/weirstream/weir/cluster"
 	"github.com/weirstream/weir/internal/dashboard"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/errcode"
 	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/network"
@@ -477,7 +478,7 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 		w.log.Error("deploy failed", zap.Uint64("attempt", uint64(d.Attempt)), zap.Error(err))
 		for _, k := range mine {
 			w.send(ctx, cluster.WorkerMessage{TaskStatus: &cluster.TaskStatus{Attempt: d.Attempt, Task: k,
-				State: cluster.Failed, Error: err.Error(), NonRecoverable: nonRecoverable(err)}})
+				State: cluster.Failed, Error: err.Error(), NonRecoverable: nonRecoverable(err), Codes: errcode.Codes(err)}})
 		}
 		return
 	}
@@ -504,7 +505,7 @@ func (w *worker) deploy(ctx context.Context, d *cluster.Deploy) {
 				// The task decided from its context whether it was
 				// canceled or failed (an error wrapping
 				// context.Canceled is a failure while the attempt runs).
-				s.State, s.Error, s.NonRecoverable = cluster.Failed, err.Error(), nonRecoverable(err)
+				s.State, s.Error, s.NonRecoverable, s.Codes = cluster.Failed, err.Error(), nonRecoverable(err), errcode.Codes(err)
 				if t.State() == task.Canceled {
 					s.State = cluster.Canceled
 				}
