@@ -61,22 +61,33 @@ func TestSubjects(t *testing.T) {
 
 func TestPositionRoundTrip(t *testing.T) {
 	ss := []*split{{filter: "a.0", next: 5, stop: noStop}, {filter: "", next: 1, stop: 9}}
-	got, started, err := decodePosition(encodePosition(ss, true))
+	got, started, created, err := decodePosition(encodePosition(ss, true, 1764806400123456789))
 	require.NoError(t, err)
 	require.True(t, started)
+	require.Equal(t, int64(1764806400123456789), created)
 	require.Len(t, got, 2)
 	for i := range ss {
 		require.Equal(t, ss[i].filter, got[i].filter)
 		require.Equal(t, ss[i].next, got[i].next)
 		require.Equal(t, ss[i].stop, got[i].stop)
 	}
-	b := encodePosition(ss, false)
+	b := encodePosition(ss, false, 7)
 	for i := range len(b) {
-		_, _, err := decodePosition(b[:i])
+		_, _, _, err := decodePosition(b[:i])
 		require.Error(t, err, "truncated at %d", i)
 	}
-	_, _, err = decodePosition(append(b, 0))
+	_, _, _, err = decodePosition(append(b, 0))
 	require.Error(t, err)
+
+	// Version 1 (before the stream's creation time): read, not checked.
+	v1 := []byte{1, 1, 0, 0, 0, 1, 0, 3, 'a', '.', '0', 0, 0, 0, 0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	got, started, created, err = decodePosition(v1)
+	require.NoError(t, err)
+	require.True(t, started)
+	require.Zero(t, created)
+	require.Len(t, got, 1)
+	require.Equal(t, uint64(5), got[0].next)
+	require.Equal(t, "a.0", got[0].filter)
 }
 
 // A savepoint of three subtasks restored at two: each filter goes to its
@@ -92,13 +103,14 @@ func TestRescaleMovesSplitsWithPositions(t *testing.T) {
 				ss = append(ss, &split{filter: f, next: uint64(100 + i), stop: noStop})
 			}
 		}
-		positions = append(positions, encodePosition(ss, true))
+		positions = append(positions, encodePosition(ss, true, 42))
 	}
 	seen := map[string]bool{}
 	for sub := range 2 {
 		r := &reader[string]{cfg: cfg}
 		require.NoError(t, r.Rescale(positions, sub, 2))
 		require.True(t, r.restoredStarted)
+		require.Equal(t, int64(42), r.restoredCreated)
 		for f, s := range r.restored {
 			i := indexOf(filters, f)
 			require.Equal(t, sub, owner(i, 2), f)

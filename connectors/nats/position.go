@@ -4,17 +4,20 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
 
-// A source subtask's position, as checkpointed: version 1, then whether
-// the subtask had started (resolved where its splits start), the number
-// of splits, and per split: subject filter (2-byte length, bytes; empty
-// for the whole stream), next stream sequence (8), last sequence to read
-// (8, all ones for none); big endian, in configuration order.
-const positionVersion = 1
+// A source subtask's position, as checkpointed: version 2, then whether
+// the subtask had started (resolved where its splits start), the creation
+// time of the stream its sequences are of (8, Unix nanoseconds; 0 for
+// unknown), the number of splits, and per split: subject filter (2-byte
+// length, bytes; empty for the whole stream), next stream sequence (8),
+// last sequence to read (8, all ones for none); big endian, in
+// configuration order. Version 1 had no creation time.
+const positionVersion = 2
 
 // ReaderIdentity (weir.ReaderIdentifier) is "nats stream <name>": a
 // position's sequence numbers are of the stream read, so a source
@@ -31,7 +34,11 @@ func (r *reader[T]) Position() ([]byte, error) {
 			ss = append(ss, s)
 		}
 	}
-	pos := encodePosition(ss, r.started || r.restoredStarted)
+	created := r.restoredCreated
+	if r.started {
+		created = r.created
+	}
+	pos := encodePosition(ss, r.started || r.restoredStarted, created)
 	if r.lastMsg != nil {
 		if len(r.acks) == maxPendingAcks {
 			// The oldest go; a later acknowledgement covers them (AckAll),
@@ -45,11 +52,12 @@ func (r *reader[T]) Position() ([]byte, error) {
 	return pos, nil
 }
 
-func encodePosition(ss []*split, started bool) []byte {
+func encodePosition(ss []*split, started bool, created int64) []byte {
 	b := []byte{positionVersion, 0}
 	if started {
 		b[1] = 1
 	}
+	b = binary.BigEndian.AppendUint64(b, uint64(created))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ss)))
 	for _, s := range ss {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(s.filter)))
@@ -62,43 +70,53 @@ func encodePosition(ss []*split, started bool) []byte {
 
 var errCorruptPosition = errors.New("nats: corrupt source position")
 
-func decodePosition(b []byte) (ss []*split, started bool, err error) {
-	if len(b) < 6 || b[0] != positionVersion || b[1] > 1 {
-		return nil, false, errCorruptPosition
+func decodePosition(b []byte) (ss []*split, started bool, created int64, err error) {
+	if len(b) < 2 || (b[0] != 1 && b[0] != positionVersion) || b[1] > 1 {
+		return nil, false, 0, errCorruptPosition
 	}
 	started = b[1] == 1
+	if b[0] == positionVersion {
+		if len(b) < 10 {
+			return nil, false, 0, errCorruptPosition
+		}
+		created = int64(binary.BigEndian.Uint64(b[2:]))
+		b = b[8:]
+	}
+	if len(b) < 6 {
+		return nil, false, 0, errCorruptPosition
+	}
 	n := binary.BigEndian.Uint32(b[2:])
 	b = b[6:]
 	for range n {
 		if len(b) < 2 {
-			return nil, false, errCorruptPosition
+			return nil, false, 0, errCorruptPosition
 		}
 		l := int(binary.BigEndian.Uint16(b))
 		if len(b) < 2+l+16 {
-			return nil, false, errCorruptPosition
+			return nil, false, 0, errCorruptPosition
 		}
 		s := &split{filter: string(b[2 : 2+l])}
 		s.next = binary.BigEndian.Uint64(b[2+l:])
 		s.stop = binary.BigEndian.Uint64(b[10+l:])
 		if s.next == 0 || (s.filter != "" && !validSubject(s.filter)) {
-			return nil, false, errCorruptPosition
+			return nil, false, 0, errCorruptPosition
 		}
 		ss = append(ss, s)
 		b = b[18+l:]
 	}
 	if len(b) != 0 {
-		return nil, false, errCorruptPosition
+		return nil, false, 0, errCorruptPosition
 	}
-	return ss, started, nil
+	return ss, started, created, nil
 }
 
 // Seek restores the subtask's own position (same parallelism).
 func (r *reader[T]) Seek(pos []byte) error {
-	ss, started, err := decodePosition(pos)
+	ss, started, created, err := decodePosition(pos)
 	if err != nil {
 		return err
 	}
-	r.restored, r.restoredStarted = map[string]*split{}, started
+	r.restored, r.restoredStarted, r.restoredCreated = map[string]*split{}, started, created
 	for _, s := range ss {
 		r.restored[s.filter] = s
 	}
@@ -113,10 +131,17 @@ func (r *reader[T]) Rescale(positions [][]byte, sub, par int) error {
 		filters = []string{""}
 	}
 	r.restored, r.restoredStarted = map[string]*split{}, true
+	r.restoredCreated = 0
 	for _, pos := range positions {
-		ss, started, err := decodePosition(pos)
+		ss, started, created, err := decodePosition(pos)
 		if err != nil {
 			return err
+		}
+		if created != 0 {
+			if r.restoredCreated != 0 && created != r.restoredCreated {
+				return fmt.Errorf("%w: its subtasks read streams created at different times", errCorruptPosition)
+			}
+			r.restoredCreated = created
 		}
 		r.restoredStarted = r.restoredStarted && started
 		for _, s := range ss {

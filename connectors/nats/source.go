@@ -314,10 +314,12 @@ type reader[T any] struct {
 	// From Seek or Rescale, before Start.
 	restored        map[string]*split
 	restoredStarted bool
+	restoredCreated int64 // the creation time of the stream restored positions are of (0: unknown)
 
 	nc      *natsgo.Conn
 	cons    jetstream.Consumer
 	started bool
+	created int64 // the creation time of the stream read, from Start
 	splits  *weir.Splits
 	owned   []*split // in configuration order, finished ones too
 	active  int      // not done
@@ -381,6 +383,15 @@ func (r *reader[T]) Start(splits *weir.Splits) error {
 		return fmt.Errorf("nats: source %s: %w", r.cfg.Stream, err)
 	}
 	info := stream.CachedInfo()
+	r.created = info.Created.UnixNano()
+	if r.restoredCreated != 0 && r.restoredCreated != r.created {
+		// Deleted and created again under its name: its sequence numbers
+		// number other messages now.
+		return fmt.Errorf("%w: nats: source: stream %q was created at %s, but the restored positions are sequence numbers of the stream "+
+			"of that name created at %s, which would be read as positions of other messages: give the source a new UID "+
+			"(it starts from its Start; restore WithAllowNonRestoredState(true) to drop the old positions)", weir.ErrSourceChanged,
+			r.cfg.Stream, info.Created.UTC().Format(time.RFC3339Nano), time.Unix(0, r.restoredCreated).UTC().Format(time.RFC3339Nano))
+	}
 
 	filters := r.cfg.Subjects
 	if len(filters) == 0 {

@@ -14,7 +14,9 @@ import (
 
 // A NATS source restored onto another stream under its UID is refused
 // (weir.ErrSourceChanged naming both streams): its positions are sequence
-// numbers of the stream it read. Onto the same stream it resumes there.
+// numbers of the stream it read. Onto the same stream it resumes there;
+// onto a stream of the same name deleted and created again, it is refused
+// too.
 func TestSourceOnAnotherStreamRefused(t *testing.T) {
 	const n, at = 2000, 500
 	s := server(t)
@@ -63,4 +65,16 @@ func TestSourceOnAnotherStreamRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, seen2.Load())
 	require.LessOrEqual(t, seen2.Load(), int64(n-at), "the restored job resumed at its positions")
+
+	// The stream deleted and created again under its name, with as many
+	// messages: the old sequence numbers now number other messages, and
+	// the restore is refused rather than reading on from them.
+	require.NoError(t, jsClient(t, s.URL()).DeleteStream(testCtx(t), "orders-2025"))
+	createStream(t, s.URL(), "orders-2025", "orders-2025.>")
+	publish(t, s.URL(), func(i int) string { return "orders-2025." + strconv.Itoa(i%2) }, clicks(n, 3), nil)
+	var seen3 atomic.Int64
+	_, err = job("orders-2025", sp, true, &seen3).Execute(testCtx(t))
+	require.ErrorIs(t, err, weir.ErrSourceChanged)
+	require.ErrorContains(t, err, `stream "orders-2025" was created at`)
+	require.Zero(t, seen3.Load(), "the refused job read nothing")
 }
