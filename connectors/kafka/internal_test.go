@@ -30,7 +30,8 @@ func TestOwnerSpreadsPartitions(t *testing.T) {
 }
 
 func TestPositionRoundTrip(t *testing.T) {
-	ps := []*partition{{tp: tp{"a", 0}, next: 5, stop: noStop, end: -1}, {tp: tp{"b", 3}, next: 0, stop: 10, end: -1}}
+	ps := []*partition{{tp: tp{"a", 0}, topicID: kadm.TopicID{1, 2, 3, 15: 16}, next: 5, stop: noStop, end: -1},
+		{tp: tp{"b", 3}, next: 0, stop: 10, end: -1}}
 	got, started, err := decodePosition(encodePosition(ps, true))
 	require.NoError(t, err)
 	require.True(t, started)
@@ -40,6 +41,13 @@ func TestPositionRoundTrip(t *testing.T) {
 		_, _, err := decodePosition(b[:i])
 		require.ErrorIs(t, err, errCorruptPosition, "truncated at %d", i)
 	}
+
+	// Version 1 (before topic IDs): read, the IDs unknown (not checked).
+	v1 := []byte{1, 1, 0, 0, 0, 1, 0, 1, 'a', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	got, started, err = decodePosition(v1)
+	require.NoError(t, err)
+	require.True(t, started)
+	require.Equal(t, []*partition{{tp: tp{"a", 2}, next: 7, stop: noStop, end: -1}}, got)
 }
 
 // Restored at another parallelism, every partition of the old positions

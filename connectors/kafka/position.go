@@ -13,11 +13,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// A source subtask's position, as checkpointed: version 1, then whether
+// A source subtask's position, as checkpointed: version 2, then whether
 // the subtask had started (looked up its partitions), the number of
-// partitions, and per partition: topic (2-byte length, bytes), partition
-// (4), next offset (8), stop offset (8, -1 for none); big endian, sorted.
-const positionVersion = 1
+// partitions, and per partition: topic (2-byte length, bytes), the topic's
+// ID (16; all zero for unknown), partition (4), next offset (8), stop
+// offset (8, -1 for none); big endian, sorted. Version 1 had no topic IDs.
+const positionVersion = 2
 
 // ReaderIdentity (weir.ReaderIdentifier) is "kafka": a position names
 // the topics and partitions its offsets are of, so a source whose topic
@@ -45,6 +46,7 @@ func encodePosition(ps []*partition, started bool) []byte {
 	for _, p := range ps {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(p.topic)))
 		b = append(b, p.topic...)
+		b = append(b, p.topicID[:]...)
 		b = binary.BigEndian.AppendUint32(b, uint32(p.partition))
 		b = binary.BigEndian.AppendUint64(b, uint64(p.next))
 		b = binary.BigEndian.AppendUint64(b, uint64(p.stop))
@@ -55,8 +57,12 @@ func encodePosition(ps []*partition, started bool) []byte {
 var errCorruptPosition = errors.New("kafka: corrupt source position")
 
 func decodePosition(b []byte) (ps []*partition, started bool, err error) {
-	if len(b) < 6 || b[0] != positionVersion || b[1] > 1 {
+	if len(b) < 6 || (b[0] != 1 && b[0] != positionVersion) || b[1] > 1 {
 		return nil, false, errCorruptPosition
+	}
+	idLen := 0
+	if b[0] == positionVersion {
+		idLen = len(kadm.TopicID{})
 	}
 	started = b[1] == 1
 	n := binary.BigEndian.Uint32(b[2:])
@@ -66,17 +72,20 @@ func decodePosition(b []byte) (ps []*partition, started bool, err error) {
 			return nil, false, errCorruptPosition
 		}
 		l := int(binary.BigEndian.Uint16(b))
-		if len(b) < 2+l+20 {
+		if len(b) < 2+l+idLen+20 {
 			return nil, false, errCorruptPosition
 		}
-		p := &partition{tp: tp{topic: string(b[2 : 2+l]), partition: int32(binary.BigEndian.Uint32(b[2+l:]))}, end: -1}
-		p.next = int64(binary.BigEndian.Uint64(b[6+l:]))
-		p.stop = int64(binary.BigEndian.Uint64(b[14+l:]))
+		p := &partition{tp: tp{topic: string(b[2 : 2+l])}, end: -1}
+		copy(p.topicID[:], b[2+l:2+l+idLen])
+		b = b[2+l+idLen:]
+		p.partition = int32(binary.BigEndian.Uint32(b))
+		p.next = int64(binary.BigEndian.Uint64(b[4:]))
+		p.stop = int64(binary.BigEndian.Uint64(b[12:]))
 		if p.next < 0 || p.stop < noStop || p.partition < 0 {
 			return nil, false, errCorruptPosition
 		}
 		ps = append(ps, p)
-		b = b[22+l:]
+		b = b[20:]
 	}
 	if len(b) != 0 {
 		return nil, false, errCorruptPosition

@@ -203,10 +203,11 @@ func owner(t tp, par int) int {
 // partition is one partition a subtask reads.
 type partition struct {
 	tp
-	id   string // split id
-	next int64  // offset of the next record to read
-	stop int64  // bounded: read up to, excluding; noStop otherwise
-	done bool   // read to stop
+	topicID kadm.TopicID // all zero: unknown (a broker without topic IDs, a version-1 position)
+	id      string       // split id
+	next    int64        // offset of the next record to read
+	stop    int64        // bounded: read up to, excluding; noStop otherwise
+	done    bool         // read to stop
 
 	// Backlog: records fetched but not read yet, and the end of the log
 	// as the last fetch saw it (-1: unknown).
@@ -272,13 +273,24 @@ func (r *reader[T]) Start(splits *weir.Splits) error {
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.RequestTimeout)
 	defer cancel()
-	owned, err := r.lookup(ctx)
+	owned, ids, err := r.lookup(ctx)
 	if err != nil {
 		return err
+	}
+	for _, p := range r.restored {
+		if now := ids[p.topic]; p.topicID != (kadm.TopicID{}) && now != (kadm.TopicID{}) && now != p.topicID {
+			// Deleted and created again under its name: its offsets are
+			// of other records now.
+			return fmt.Errorf("%w: kafka: source: topic %q has ID %s, but the restored offsets are of the topic of that name with ID %s "+
+				"(deleted and created again), which would be read as offsets of other records: give the source a new UID "+
+				"(it starts from its Start; restore WithAllowNonRestoredState(true) to drop the old offsets)", weir.ErrSourceChanged,
+				p.topic, now, p.topicID)
+		}
 	}
 	var fresh []tp
 	for _, t := range owned {
 		if p := r.restored[t]; p != nil {
+			p.topicID = ids[t.topic]
 			r.parts[t] = p
 		} else {
 			fresh = append(fresh, t)
@@ -298,7 +310,7 @@ func (r *reader[T]) Start(splits *weir.Splits) error {
 		return err
 	}
 	for _, t := range fresh {
-		r.parts[t] = &partition{tp: t, next: offs[t], stop: noStop, end: -1}
+		r.parts[t] = &partition{tp: t, topicID: ids[t.topic], next: offs[t], stop: noStop, end: -1}
 	}
 	if r.cfg.Bounded {
 		if err := r.resolveStops(ctx); err != nil {
@@ -342,23 +354,25 @@ func (r *reader[T]) addPartitions(ts []tp) {
 }
 
 // lookup returns the partitions of the configured topics this subtask
-// owns, sorted.
-func (r *reader[T]) lookup(ctx context.Context) ([]tp, error) {
+// owns, sorted, and the topics' IDs.
+func (r *reader[T]) lookup(ctx context.Context) ([]tp, map[string]kadm.TopicID, error) {
 	tds, err := r.adm.ListTopics(ctx, r.cfg.Topics...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: looking up topics at %v: %w", r.cfg.Brokers, err)
+		return nil, nil, fmt.Errorf("kafka: looking up topics at %v: %w", r.cfg.Brokers, err)
 	}
 	var owned []tp
+	ids := map[string]kadm.TopicID{}
 	for name, td := range tds {
 		if r.pattern != nil && (td.IsInternal || !r.pattern.MatchString(name)) {
 			continue
 		}
 		if td.Err != nil {
 			if errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-				return nil, fmt.Errorf("kafka: topic %q does not exist", name)
+				return nil, nil, fmt.Errorf("kafka: topic %q does not exist", name)
 			}
-			return nil, fmt.Errorf("kafka: topic %q: %w", name, td.Err)
+			return nil, nil, fmt.Errorf("kafka: topic %q: %w", name, td.Err)
 		}
+		ids[name] = td.ID
 		for p := range td.Partitions {
 			if t := (tp{name, p}); owner(t, r.par) == r.sub {
 				owned = append(owned, t)
@@ -367,7 +381,7 @@ func (r *reader[T]) lookup(ctx context.Context) ([]tp, error) {
 	}
 	for _, name := range r.cfg.Topics {
 		if _, ok := tds[name]; !ok {
-			return nil, fmt.Errorf("kafka: topic %q does not exist", name)
+			return nil, nil, fmt.Errorf("kafka: topic %q does not exist", name)
 		}
 	}
 	slices.SortFunc(owned, func(a, b tp) int {
@@ -376,7 +390,7 @@ func (r *reader[T]) lookup(ctx context.Context) ([]tp, error) {
 		}
 		return int(a.partition - b.partition)
 	})
-	return owned, nil
+	return owned, ids, nil
 }
 
 func topicsOf(ts []tp) []string {
@@ -659,7 +673,7 @@ func (r *reader[T]) discover(known map[tp]bool) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.RequestTimeout)
-		owned, err := r.lookup(ctx)
+		owned, ids, err := r.lookup(ctx)
 		var fresh []tp
 		for _, p := range owned {
 			if !known[p] {
@@ -683,7 +697,7 @@ func (r *reader[T]) discover(known map[tp]bool) {
 		r.mu.Lock()
 		for _, p := range fresh {
 			known[p] = true
-			r.mu.found = append(r.mu.found, &partition{tp: p, next: offs[p], stop: noStop, end: -1})
+			r.mu.found = append(r.mu.found, &partition{tp: p, topicID: ids[p.topic], next: offs[p], stop: noStop, end: -1})
 		}
 		r.mu.Unlock()
 		r.log.Info("discovered partitions", zap.Int("count", len(fresh)))
