@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -148,6 +149,38 @@ type lineReader struct {
 	sub, par int64
 	done     bool
 	path     string // as FromFile was given it, cleaned
+	// The checksum of the bytes before offset tailAt (see tailWindow),
+	// computed at most once per offset; at the end, before the file closes.
+	tail   uint32
+	tailAt int64
+}
+
+// tailWindow is how many bytes before a file source's offset its position
+// holds the checksum of (CRC-32C): a restore onto a file replaced or
+// rewritten under the path (a rotated log) finds other bytes there and is
+// refused, where reading on from the old offset would skip or repeat
+// lines; a file that only grew has the same bytes and restores.
+const tailWindow = 256
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// tailSum returns the checksum of the tailWindow bytes (fewer at the
+// file's start) before offset off of the open file.
+func (r *lineReader) tailSum(off int64) (uint32, error) {
+	if off == r.tailAt {
+		return r.tail, nil // also the start: the checksum of no bytes, 0
+	}
+	from := max(0, off-tailWindow)
+	buf := make([]byte, off-from)
+	if _, err := r.f.ReadAt(buf, from); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("%w: file source %s: the file holds fewer than the checkpoint's %d bytes (truncated or replaced)",
+				ErrSourceChanged, r.path, off)
+		}
+		return 0, fmt.Errorf("weir: file source %s: %w", r.path, err)
+	}
+	r.tail, r.tailAt = crc32.Checksum(buf, castagnoli), off
+	return r.tail, nil
 }
 
 // ReaderIdentity: the positions are offsets into the file at path.
@@ -159,7 +192,12 @@ func (r *lineReader) Next() (string, bool, error) {
 		r.offset += int64(len(s))
 		if err == io.EOF {
 			r.done = true
+			// The last position's checksum, while the file is open.
+			_, serr := r.tailSum(r.offset)
 			r.f.Close()
+			if serr != nil {
+				return "", false, serr
+			}
 			if s == "" {
 				break
 			}
@@ -175,16 +213,37 @@ func (r *lineReader) Next() (string, bool, error) {
 	return "", false, nil
 }
 
+// Position is the byte offset, the line number and the checksum of the
+// bytes before the offset (version 2; version 1 had no checksum).
 func (r *lineReader) Position() ([]byte, error) {
+	sum, err := r.tailSum(r.offset)
+	if err != nil {
+		return nil, err
+	}
 	b := binary.BigEndian.AppendUint64(nil, uint64(r.offset))
-	return binary.BigEndian.AppendUint64(b, uint64(r.line)), nil
+	b = binary.BigEndian.AppendUint64(b, uint64(r.line))
+	return binary.BigEndian.AppendUint32(b, sum), nil
 }
 
 func (r *lineReader) Seek(pos []byte) error {
-	if len(pos) != 16 {
+	if len(pos) != 16 && len(pos) != 20 {
 		return fmt.Errorf("weir: file source position of %d bytes", len(pos))
 	}
 	off := int64(binary.BigEndian.Uint64(pos))
+	if off < 0 {
+		return fmt.Errorf("weir: file source position at offset %d", off)
+	}
+	if len(pos) == 20 {
+		sum, err := r.tailSum(off)
+		if err != nil {
+			return err
+		}
+		if want := binary.BigEndian.Uint32(pos[16:]); sum != want {
+			return fmt.Errorf("%w: file source %s: the bytes before the checkpoint's offset %d are not those the checkpoint read "+
+				"(the file was replaced or rewritten): reading on from there would skip or repeat lines; give the source a new "+
+				"UID to read the file from its start", ErrSourceChanged, r.path, off)
+		}
+	}
 	if _, err := r.f.Seek(off, io.SeekStart); err != nil {
 		return err
 	}

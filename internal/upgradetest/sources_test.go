@@ -236,3 +236,45 @@ func TestSourceAdded(t *testing.T) {
 		})
 	}
 }
+
+// A file source restored onto a file replaced under its path (a rotated
+// log: other lines, as long or longer) or truncated below the restored
+// offset is refused: its position holds a checksum of the bytes before
+// the offset. A file that only grew restores and reads exactly the rest.
+func TestFileSourceOnReplacedFile(t *testing.T) {
+	const n, at = 3000, 1000
+	dir := t.TempDir()
+	path := filepath.Join(dir, "orders.txt")
+	lines := func(format string, n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, format, i)
+		}
+		return b.String()
+	}
+	job := version{opts: []weir.Option{weir.WithParallelism(2)}, build: func(env *weir.Environment, out string, th *throttle) {
+		src := weir.FromFile(env, path).Parallelism(1).UID("src")
+		weir.FileSink(throttled(src, th), out, func(s string) []byte { return []byte(s) }).UID("sink")
+	}}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			require.NoError(t, os.WriteFile(path, []byte(lines("%d\n", n)), 0o644))
+			sp := takeSavepointOf(t, m.stop, at, job)
+
+			require.NoError(t, os.WriteFile(path, []byte(lines("r%d\n", 2*n)), 0o644)) // rotated: other lines
+			_, _, err := sp.restoreOf(t, job)
+			require.ErrorIs(t, err, weir.ErrSourceChanged)
+			require.ErrorContains(t, err, "the bytes before the checkpoint's offset")
+
+			require.NoError(t, os.WriteFile(path, []byte(lines("%d\n", 10)), 0o644)) // truncated
+			_, _, err = sp.restoreOf(t, job)
+			require.ErrorIs(t, err, weir.ErrSourceChanged)
+			require.ErrorContains(t, err, "truncated or replaced")
+
+			require.NoError(t, os.WriteFile(path, []byte(lines("%d\n", n+500)), 0o644)) // grown
+			got, _, err := sp.restoreOf(t, job)
+			require.NoError(t, err)
+			requireLines(t, seqLines(n+500), got)
+		})
+	}
+}
