@@ -55,6 +55,14 @@ func (g Guarantee) String() string {
 // timeout. Its records are lost; raise SinkConfig.TransactionTimeout.
 var ErrTransactionLost = errors.New("kafka: transaction lost")
 
+// Registered, so that errors.Is matches it on a job's error in cluster
+// mode too (weir.RegisterError).
+func init() {
+	if err := weir.RegisterError("kafka.transaction-lost", ErrTransactionLost); err != nil {
+		panic(err)
+	}
+}
+
 // SinkConfig configures Sink. Zero values mean the documented defaults.
 type SinkConfig[T any] struct {
 	// Brokers are the seed brokers, host:port (required).

@@ -52,6 +52,14 @@ func (m Mode) String() string {
 // Its rows are lost.
 var ErrTransactionLost = errors.New("postgres: prepared transaction lost")
 
+// Registered, so that errors.Is matches it on a job's error in cluster
+// mode too (weir.RegisterError).
+func init() {
+	if err := weir.RegisterError("postgres.transaction-lost", ErrTransactionLost); err != nil {
+		panic(err)
+	}
+}
+
 // SinkConfig configures Sink. Zero values mean the documented defaults.
 type SinkConfig[T any] struct {
 	// ConnString is a libpq connection string or URL (required), as
