@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
@@ -171,7 +173,8 @@ func TestCheckpointsAfterSourcesFinish(t *testing.T) {
 			}
 			return nil
 		}
-		env := weir.NewEnvironment(tr, weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond),
+		core, logs := observer.New(zap.WarnLevel)
+		env := weir.NewEnvironment(tr, weir.WithParallelism(2), weir.WithBufferTimeout(time.Millisecond), weir.WithLogger(zap.New(core)),
 			weir.WithCheckpointing(weir.CheckpointConfig{Interval: 10 * time.Millisecond, Storage: st}))
 		j = newUnevenJob(env, short, long, func() bool { return !killed.Load() }, fail)
 		jb, err := env.Start(testCtx(t))
@@ -180,13 +183,22 @@ func TestCheckpointsAfterSourcesFinish(t *testing.T) {
 		res, err := jb.Wait()
 		require.NoError(t, err)
 		require.True(t, killed.Load())
-		require.Equal(t, 1, res.Restarts)
+		require.Equal(t, 1, res.Restarts, "the warnings: %v", warnings(logs))
 		require.Equal(t, wantUneven(short, long), finalSums(j.got.Values()))
 		require.Len(t, j.got.Values(), short+long, "one output per input")
 		require.EqualValues(t, short, j.emitted[0].Load(), "the finished source did not replay")
 		require.Greater(t, int64(res.Checkpoints.Completed), afterFinish.Load()+1, "checkpoints after the first source finished")
 		require.Zero(t, res.LeakedSegments)
 	})
+}
+
+// warnings returns the logged warnings with their errors.
+func warnings(logs *observer.ObservedLogs) []string {
+	var out []string
+	for _, e := range logs.All() {
+		out = append(out, fmt.Sprintf("%s %v", e.Message, e.ContextMap()["error"]))
+	}
+	return out
 }
 
 // A savepoint taken after the first source finished records it as
