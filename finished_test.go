@@ -164,7 +164,14 @@ func TestCheckpointsAfterSourcesFinish(t *testing.T) {
 			if killed.Load() || v[1]%2 == 0 || !j.ended[0].Load() {
 				return nil
 			}
-			c := int64(job.Load().CheckpointStats().Completed)
+			jb := job.Load()
+			if jb == nil {
+				// Source 0 can finish before Start has returned (a loaded
+				// machine): calling the nil job's method panicked, a second
+				// failure, and the job restarted twice.
+				return nil
+			}
+			c := int64(jb.CheckpointStats().Completed)
 			if afterFinish.CompareAndSwap(-1, c) {
 				return nil
 			}
@@ -318,7 +325,11 @@ func TestWindowsFireAfterRestoreWithFinishedSource(t *testing.T) {
 		if killed.Load() || v[1]%2 == 0 || !ended[0].Load() {
 			return v, nil
 		}
-		c := int64(job.Load().CheckpointStats().Completed)
+		jb := job.Load()
+		if jb == nil {
+			return v, nil // Start has not returned yet
+		}
+		c := int64(jb.CheckpointStats().Completed)
 		if since.CompareAndSwap(-1, c) {
 			return v, nil
 		}
