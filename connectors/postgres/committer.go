@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,10 @@ type committer[T any] struct {
 	ctx       context.Context // the task's (SetContext), nil: none
 	closed    bool
 	cleaned   bool // lingering transactions rolled back
+	// oldPrefixes are the transaction prefixes of restored transactions
+	// other than TransactionPrefix (the prefix changed across the
+	// restore): their lingering transactions are rolled back too.
+	oldPrefixes []string
 
 	// committing is the result of the COMMIT PREPARED running on ctl in
 	// the background (nil: none). Every call but Write waits for it
@@ -313,6 +318,7 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'
 // committed already, unless the server says it was rolled back
 // (ErrTransactionLost).
 func (c *committer[T]) Commit(t *txn) error {
+	c.noteRestored(t)
 	if c.cfg.Mode != ExactlyOnce || t.Empty || !t.PreCommitted {
 		return nil
 	}
@@ -355,7 +361,31 @@ func (c *committer[T]) awaitCommit() error {
 // the subtask that answers for the name rolls it back before that subtask
 // reuses the name: rolling it back from here could hit the new
 // transaction of that name.
+// noteRestored records the prefix of a restored transaction's name if the
+// sink's prefix changed since: the failed attempt may have left prepared
+// transactions under the old one, which would otherwise hold their rows'
+// locks for good.
+func (c *committer[T]) noteRestored(t *txn) {
+	if c.cleaned || c.cfg.Mode != ExactlyOnce || t.ID == "" {
+		return
+	}
+	i := strings.LastIndexByte(t.ID, '-')
+	if i < 0 {
+		return
+	}
+	j := strings.LastIndexByte(t.ID[:i], '-')
+	if j <= 0 {
+		return
+	}
+	if p := t.ID[:j]; p != c.cfg.TransactionPrefix && !slices.Contains(c.oldPrefixes, p) {
+		c.log.Warn("the sink's TransactionPrefix changed since the checkpoint it restores; rolling back the old prefix's lingering transactions too",
+			zap.String("old", p), zap.String("new", c.cfg.TransactionPrefix))
+		c.oldPrefixes = append(c.oldPrefixes, p)
+	}
+}
+
 func (c *committer[T]) Abort(t *txn) error {
+	c.noteRestored(t)
 	// A failed background commit is reported, but the abort goes on.
 	cerr := c.awaitCommit()
 	return errors.Join(cerr, c.abort(t))
@@ -467,10 +497,11 @@ func (c *committer[T]) committedAlready(ctx context.Context, conn *pgx.Conn, t *
 }
 
 // rollbackLingering rolls back the prepared transactions of this sink's
-// prefix, in this database, that no checkpoint up to last holds: named
-// after a later checkpoint, by a subtask index this subtask answers for
-// (index mod parallelism), so that the subtasks share the work without
-// touching each other's new transactions, even after a rescale.
+// prefix (and of its prefixes before a change, oldPrefixes), in this
+// database, that no checkpoint up to last holds: named after a later
+// checkpoint, by a subtask index this subtask answers for (index mod
+// parallelism), so that the subtasks share the work without touching
+// each other's new transactions, even after a rescale.
 func (c *committer[T]) rollbackLingering(last barrier.CheckpointID) error {
 	ctx, cancel := c.requestCtx()
 	defer cancel()
@@ -478,29 +509,31 @@ func (c *committer[T]) rollbackLingering(last barrier.CheckpointID) error {
 	if err != nil {
 		return err
 	}
-	rows, err := conn.Query(ctx, `SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, $1)`,
-		c.cfg.TransactionPrefix+"-")
-	if err != nil {
-		return c.errorf("listing lingering prepared transactions: %w", err)
-	}
-	gids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return c.errorf("listing lingering prepared transactions: %w", err)
-	}
 	var done []string
-	for _, g := range gids {
-		sub, ckpt, ok := parseGID(c.cfg.TransactionPrefix, g)
-		if !ok || sub%c.par != c.sub || ckpt <= uint64(last) {
-			continue
+	for _, prefix := range append([]string{c.cfg.TransactionPrefix}, c.oldPrefixes...) {
+		rows, err := conn.Query(ctx, `SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, $1)`,
+			prefix+"-")
+		if err != nil {
+			return c.errorf("listing lingering prepared transactions: %w", err)
 		}
-		if _, err := conn.Exec(ctx, "ROLLBACK PREPARED "+quote(g)); err != nil {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == "42704" {
-				continue // ended meanwhile
+		gids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return c.errorf("listing lingering prepared transactions: %w", err)
+		}
+		for _, g := range gids {
+			sub, ckpt, ok := parseGID(prefix, g)
+			if !ok || sub%c.par != c.sub || ckpt <= uint64(last) {
+				continue
 			}
-			return c.errorf("rolling back lingering transaction %s: %w", g, err)
+			if _, err := conn.Exec(ctx, "ROLLBACK PREPARED "+quote(g)); err != nil {
+				var pe *pgconn.PgError
+				if errors.As(err, &pe) && pe.Code == "42704" {
+					continue // ended meanwhile
+				}
+				return c.errorf("rolling back lingering transaction %s: %w", g, err)
+			}
+			done = append(done, g)
 		}
-		done = append(done, g)
 	}
 	if len(done) > 0 {
 		c.log.Info("rolled back lingering prepared transactions", zap.Strings("gids", done))

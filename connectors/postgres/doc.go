@@ -47,7 +47,8 @@
 //
 //  1. Choose a TransactionPrefix unique to each exactly-once sink among all
 //     the jobs writing to the server (prepared transactions are named
-//     server-wide; the job rolls back lingering ones of its prefix).
+//     server-wide; the job rolls back lingering ones of its prefix, and,
+//     restored after the prefix changed, of the old one).
 //  2. A job that fails for good, or is canceled, leaves the prepared
 //     transactions of its last checkpoints: they hold their locks until
 //     the job runs again from its checkpoint (which commits or rolls them

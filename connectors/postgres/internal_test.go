@@ -239,3 +239,31 @@ func TestRollbackLingering(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// A sink restored with another TransactionPrefix rolls back the lingering
+// transactions of the prefix its restored transactions were named with:
+// left prepared, they would hold their rows' locks for good (a replayed
+// row of the same key then waits on them).
+func TestRollbackLingeringAfterPrefixChange(t *testing.T) {
+	const table = "rollback_old_prefix"
+	conn := sqlConn(t)
+	freshTable(t, conn, table)
+	old := testCommitter(t, table, 0, 1)
+	old.cleaned = true
+	tx, err := old.BeginAfter(1)
+	require.NoError(t, err)
+	require.NoError(t, old.Write(tx, pair{1, "x"}))
+	require.NoError(t, old.PreCommit(tx)) // prepared for checkpoint 2, which never completed
+	require.Equal(t, table+"-0-2", tx.ID)
+
+	c := testCommitter(t, table, 0, 1)
+	c.cfg.TransactionPrefix = table + "_v2"
+	// The restore of checkpoint 1 aborts its open transaction, named with
+	// the old prefix, then begins.
+	require.NoError(t, c.Abort(&txn{TxnHandle: weir.TxnHandle{ID: table + "-0-2"}}))
+	next, err := c.BeginAfter(1)
+	require.NoError(t, err)
+	require.Equal(t, table+"_v2-0-2", next.ID)
+	require.Zero(t, count(t, conn, "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, $1)", table+"-"),
+		"the old prefix's lingering transaction was rolled back")
+}
