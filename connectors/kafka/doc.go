@@ -43,7 +43,8 @@
 //
 //  1. Choose a transactional-id prefix unique to each exactly-once sink of
 //     every job writing to the cluster (the job aborts lingering
-//     transactions of its prefix at startup).
+//     transactions of its prefix at startup, and, restored after the
+//     prefix changed, of the old one).
 //  2. Set the transaction timeout above the checkpoint interval plus the
 //     time a failed job needs to restart; a transaction the broker aborts
 //     before it is committed is lost, and the job fails saying so.

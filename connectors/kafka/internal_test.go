@@ -221,3 +221,39 @@ func TestAbortLingeringPicksItsOwn(t *testing.T) {
 	// s-1-2: checkpoint 2 is restored, not lingering; s-0-9: subtask 0's.
 	require.Equal(t, []string{"other-1-9", "s-0-9", "s-1-2"}, ongoing)
 }
+
+// Restored with another TransactionalIDPrefix, the sink aborts the
+// lingering transactions of the prefix its restored transactions were
+// named with, as well as its own: left open, they would hold back
+// read-committed readers until their timeout.
+func TestAbortLingeringAfterPrefixChange(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "out"))
+	require.NoError(t, err)
+	defer c.Close()
+	addrs := c.ListenAddrs()
+	for _, id := range []string{"old-0-3", "new-0-4", "other-0-5"} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.TransactionalID(id))
+		require.NoError(t, err)
+		require.NoError(t, cl.BeginTransaction())
+		require.NoError(t, cl.ProduceSync(t.Context(), &kgo.Record{Topic: "out", Value: []byte(id)}).FirstErr())
+		cl.Close()
+	}
+	cm := newTestCommitter(addrs, "new", 0, 1)
+	// The restore of checkpoint 2 aborts its open transaction, named with
+	// the old prefix, then begins.
+	require.NoError(t, cm.Abort(&txn{TxnHandle: weir.TxnHandle{ID: "old-0-3"}}))
+	require.NoError(t, cm.abortLingering(2))
+	require.NoError(t, cm.Close())
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer adm.Close()
+	lts, err := kadm.NewClient(adm).ListTransactions(t.Context(), nil, nil)
+	require.NoError(t, err)
+	var ongoing []string
+	for id, lt := range lts {
+		if lt.State == "Ongoing" {
+			ongoing = append(ongoing, id)
+		}
+	}
+	require.Equal(t, []string{"other-0-5"}, ongoing)
+}

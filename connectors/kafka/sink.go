@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,14 +204,18 @@ type committer[T any] struct {
 	sub, par int
 	log      *zap.Logger
 
-	cl      *kgo.Client     // the open transaction's, or the shared one
-	open    *txn            // exactly-once: the transaction of cl
-	records int64           // written into open
-	cleaned bool            // lingering transactions aborted
-	ctx     context.Context // the task's (SetContext), nil: none
-	admin   *kgo.Client     // for EndTxn and listing, nil until needed
-	closed  bool
-	failed  bool // None: aborted, so nothing to flush at Close
+	cl      *kgo.Client // the open transaction's, or the shared one
+	open    *txn        // exactly-once: the transaction of cl
+	records int64       // written into open
+	cleaned bool        // lingering transactions aborted
+	// oldPrefixes are the prefixes of restored transactions other than
+	// TransactionalIDPrefix (it changed across the restore): their
+	// lingering transactions are aborted too.
+	oldPrefixes []string
+	ctx         context.Context // the task's (SetContext), nil: none
+	admin       *kgo.Client     // for EndTxn and listing, nil until needed
+	closed      bool
+	failed      bool // None: aborted, so nothing to flush at Close
 
 	promise func(*kgo.Record, error)
 	mu      struct {
@@ -380,6 +385,7 @@ func (c *committer[T]) PreCommit(t *txn) error {
 // client committed it first would: committing one already committed is
 // answered with success.
 func (c *committer[T]) Commit(t *txn) error {
+	c.noteRestored(t)
 	if c.cfg.Guarantee != ExactlyOnce || t.Empty {
 		return nil
 	}
@@ -432,6 +438,7 @@ func endTxn(ctx context.Context, cl *kgo.Client, fresh func() (*kgo.Client, erro
 // subtask reuses the name: fencing it from here could hit the new
 // transaction of that name.
 func (c *committer[T]) Abort(t *txn) error {
+	c.noteRestored(t)
 	switch c.cfg.Guarantee {
 	case None:
 		c.failed = true
@@ -463,6 +470,29 @@ func (c *committer[T]) Abort(t *txn) error {
 	return err
 }
 
+// noteRestored records the prefix of a restored transaction's ID if the
+// sink's prefix changed since: the failed attempt may have left
+// transactions open under the old one, holding back read-committed
+// consumers until their timeout.
+func (c *committer[T]) noteRestored(t *txn) {
+	if c.cleaned || c.cfg.Guarantee != ExactlyOnce || t.ID == "" {
+		return
+	}
+	i := strings.LastIndexByte(t.ID, '-')
+	if i < 0 {
+		return
+	}
+	j := strings.LastIndexByte(t.ID[:i], '-')
+	if j <= 0 {
+		return
+	}
+	if p := t.ID[:j]; p != c.cfg.TransactionalIDPrefix && !slices.Contains(c.oldPrefixes, p) {
+		c.log.Warn("the sink's TransactionalIDPrefix changed since the checkpoint it restores; aborting the old prefix's lingering transactions too",
+			zap.String("old", p), zap.String("new", c.cfg.TransactionalIDPrefix))
+		c.oldPrefixes = append(c.oldPrefixes, p)
+	}
+}
+
 // fence initializes transactional id id: the broker aborts its open
 // transaction, if any, and bumps its epoch.
 func (c *committer[T]) fence(id string) error {
@@ -479,8 +509,9 @@ func (c *committer[T]) fence(id string) error {
 	return nil
 }
 
-// abortLingering aborts the open transactions of this sink's prefix that
-// no checkpoint up to last holds: named after a later checkpoint, by a
+// abortLingering aborts the open transactions of this sink's prefix (and
+// of its prefixes before a change, oldPrefixes) that no checkpoint up to
+// last holds: named after a later checkpoint, by a
 // subtask index this subtask answers for (index mod parallelism), so the
 // subtasks share the work without touching each other's new
 // transactions, even after a rescale.
@@ -492,9 +523,12 @@ func (c *committer[T]) abortLingering(last barrier.CheckpointID) error {
 			return err
 		}
 		for id, lt := range lts {
-			sub, ckpt, ok := parseTxnID(c.cfg.TransactionalIDPrefix, id)
-			if ok && sub%c.par == c.sub && ckpt > uint64(last) && lt.State == "Ongoing" {
-				ids = append(ids, id)
+			for _, prefix := range append([]string{c.cfg.TransactionalIDPrefix}, c.oldPrefixes...) {
+				sub, ckpt, ok := parseTxnID(prefix, id)
+				if ok && sub%c.par == c.sub && ckpt > uint64(last) && lt.State == "Ongoing" {
+					ids = append(ids, id)
+					break
+				}
 			}
 		}
 		return nil
