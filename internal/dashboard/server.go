@@ -34,7 +34,10 @@ const (
 	writeTimeout      = 10 * time.Second
 	idleTimeout       = 60 * time.Second
 	shutdownTimeout   = 500 * time.Millisecond
-	maxHeaderBytes    = 32 << 10
+	// handlerTimeout bounds the wait, after the connections closed, for
+	// handlers still running (each ends with its request's context).
+	handlerTimeout = 2 * time.Second
+	maxHeaderBytes = 32 << 10
 	// minRefresh bounds how often the page polls, whatever the metrics
 	// interval.
 	minRefresh = 250 * time.Millisecond
@@ -88,12 +91,64 @@ type Server struct {
 	srv    *http.Server
 	ops    *operations
 	linger time.Duration
+	log    *zap.Logger
 	// stopped is set once a stop or cancel was accepted through the API;
 	// read is closed once the outcome of a finished stop was answered,
 	// which ends the linger.
 	stopped  atomic.Bool
 	read     chan struct{}
 	readOnce sync.Once
+	// serving counts the handlers running; Run waits for them.
+	serving struct {
+		sync.Mutex
+		closed bool
+		n      int
+		idle   chan struct{} // closed when n drops to 0 after closed
+	}
+}
+
+// counted runs h unless Run is ending, counting it while it runs.
+func (s *Server) counted(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.serving.Lock()
+		if s.serving.closed {
+			s.serving.Unlock()
+			writeError(w, http.StatusServiceUnavailable, "the dashboard is shutting down")
+			return
+		}
+		s.serving.n++
+		s.serving.Unlock()
+		defer func() {
+			s.serving.Lock()
+			if s.serving.n--; s.serving.n == 0 && s.serving.closed {
+				close(s.serving.idle)
+			}
+			s.serving.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// awaitHandlers refuses new requests and waits up to d for the running
+// handlers, whose requests' contexts ended with their connections; false
+// if some still run.
+func (s *Server) awaitHandlers(d time.Duration) bool {
+	s.serving.Lock()
+	s.serving.closed = true
+	s.serving.idle = make(chan struct{})
+	if s.serving.n == 0 {
+		close(s.serving.idle)
+	}
+	idle := s.serving.idle
+	s.serving.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // Listen binds cfg.Addr; Run serves. It fails if the address cannot be
@@ -114,9 +169,9 @@ func Listen(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	host, _, _ := net.SplitHostPort(addr)
-	s := &Server{ln: ln, ops: newOperations(), linger: cfg.Linger, read: make(chan struct{})}
+	s := &Server{ln: ln, ops: newOperations(), linger: cfg.Linger, read: make(chan struct{}), log: cfg.Logger}
 	s.srv = &http.Server{
-		Handler:           s.handler(cfg, host),
+		Handler:           s.counted(s.handler(cfg, host)),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -174,6 +229,9 @@ func (s *Server) Run(ctx context.Context) error {
 		_ = s.srv.Close()
 	}
 	<-errc
+	if !s.awaitHandlers(handlerTimeout) {
+		s.log.Warn("dashboard: requests still being answered after shutdown", zap.Duration("waited", handlerTimeout))
+	}
 	return nil
 }
 
