@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/connectors/internal/txnname"
 	"github.com/weirstream/weir/eventtime"
 )
 
@@ -211,7 +211,7 @@ type committer[T any] struct {
 	// oldPrefixes are the prefixes of restored transactions other than
 	// TransactionalIDPrefix (it changed across the restore): their
 	// lingering transactions are aborted too.
-	oldPrefixes []string
+	oldPrefixes txnname.OldPrefixes
 	ctx         context.Context // the task's (SetContext), nil: none
 	admin       *kgo.Client     // for EndTxn and listing, nil until needed
 	closed      bool
@@ -475,21 +475,12 @@ func (c *committer[T]) Abort(t *txn) error {
 // transactions open under the old one, holding back read-committed
 // consumers until their timeout.
 func (c *committer[T]) noteRestored(t *txn) {
-	if c.cleaned || c.cfg.Guarantee != ExactlyOnce || t.ID == "" {
+	if c.cleaned || c.cfg.Guarantee != ExactlyOnce {
 		return
 	}
-	i := strings.LastIndexByte(t.ID, '-')
-	if i < 0 {
-		return
-	}
-	j := strings.LastIndexByte(t.ID[:i], '-')
-	if j <= 0 {
-		return
-	}
-	if p := t.ID[:j]; p != c.cfg.TransactionalIDPrefix && !slices.Contains(c.oldPrefixes, p) {
+	if p, ok := c.oldPrefixes.Note(c.cfg.TransactionalIDPrefix, t.ID); ok {
 		c.log.Warn("the sink's TransactionalIDPrefix changed since the checkpoint it restores; aborting the old prefix's lingering transactions too",
 			zap.String("old", p), zap.String("new", c.cfg.TransactionalIDPrefix))
-		c.oldPrefixes = append(c.oldPrefixes, p)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/barrier"
+	"github.com/weirstream/weir/connectors/internal/txnname"
 )
 
 // committer is one sink subtask's TwoPhaseCommitter, on one connection.
@@ -42,7 +42,7 @@ type committer[T any] struct {
 	// oldPrefixes are the transaction prefixes of restored transactions
 	// other than TransactionPrefix (the prefix changed across the
 	// restore): their lingering transactions are rolled back too.
-	oldPrefixes []string
+	oldPrefixes txnname.OldPrefixes
 
 	// committing is the result of the COMMIT PREPARED running on ctl in
 	// the background (nil: none). Every call but Write waits for it
@@ -366,21 +366,12 @@ func (c *committer[T]) awaitCommit() error {
 // transactions under the old one, which would otherwise hold their rows'
 // locks for good.
 func (c *committer[T]) noteRestored(t *txn) {
-	if c.cleaned || c.cfg.Mode != ExactlyOnce || t.ID == "" {
+	if c.cleaned || c.cfg.Mode != ExactlyOnce {
 		return
 	}
-	i := strings.LastIndexByte(t.ID, '-')
-	if i < 0 {
-		return
-	}
-	j := strings.LastIndexByte(t.ID[:i], '-')
-	if j <= 0 {
-		return
-	}
-	if p := t.ID[:j]; p != c.cfg.TransactionPrefix && !slices.Contains(c.oldPrefixes, p) {
+	if p, ok := c.oldPrefixes.Note(c.cfg.TransactionPrefix, t.ID); ok {
 		c.log.Warn("the sink's TransactionPrefix changed since the checkpoint it restores; rolling back the old prefix's lingering transactions too",
 			zap.String("old", p), zap.String("new", c.cfg.TransactionPrefix))
-		c.oldPrefixes = append(c.oldPrefixes, p)
 	}
 }
 

@@ -35,11 +35,14 @@ func TestRunWaitsForHandlers(t *testing.T) {
 		}
 		answered <- err
 	}()
+	deadline := time.After(30 * time.Second)
 	for s.handlersRunning() == 0 {
 		select {
 		case err := <-answered:
 			t.Fatalf("the trace request ended early: %v", err)
-		case <-time.After(5 * time.Millisecond): // polls the handler count; the test's context bounds the run
+		case <-deadline:
+			t.Fatal("the trace request never reached its handler")
+		case <-time.After(5 * time.Millisecond): // polls the handler count
 		}
 	}
 	cancel()

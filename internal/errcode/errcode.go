@@ -96,18 +96,15 @@ func Wrap(err error, codes []string) error {
 	if len(targets) == 0 {
 		return err
 	}
-	return &remote{err: err, targets: targets}
+	return &remote{errs: append([]error{err}, targets...)}
 }
 
-// remote is an error received from another process, with the identities
-// it had there.
-type remote struct {
-	err     error
-	targets []error
-}
+// remote is an error received from another process (errs[0]), with the
+// registered errors it matched there (the rest).
+type remote struct{ errs []error }
 
-func (r *remote) Error() string { return r.err.Error() }
+func (r *remote) Error() string { return r.errs[0].Error() }
 
 // Unwrap makes errors.Is and errors.As see the received error and the
 // registered errors it matched where it was made.
-func (r *remote) Unwrap() []error { return append([]error{r.err}, r.targets...) }
+func (r *remote) Unwrap() []error { return r.errs }

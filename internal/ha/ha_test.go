@@ -133,29 +133,32 @@ func TestRevokedLeaderCannotWrite(t *testing.T) {
 func TestWaitLeaderJobEnded(t *testing.T) {
 	s := startEtcd(t)
 	a, w := dial(t, s, "job"), dial(t, s, "job")
-	la, err := a.Campaign(t.Context(), "a", "addr-a")
+	// Bounded: without the fix the first WaitLeader never returns.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	la, err := a.Campaign(ctx, "a", "addr-a")
 	require.NoError(t, err)
 	la.Resign()
 
 	got := make(chan error, 1)
 	go func() {
-		_, err := w.WaitLeader(t.Context())
+		_, err := w.WaitLeader(ctx)
 		got <- err
 	}()
 	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint()}})
 	require.NoError(t, err)
 	defer raw.Close()
-	_, err = raw.Put(t.Context(), "/weir/jobs/job/status", `{"Finished":true}`)
+	_, err = raw.Put(ctx, "/weir/jobs/job/status", `{"Finished":true}`)
 	require.NoError(t, err)
 	require.ErrorIs(t, <-got, ha.ErrJobEnded)
 
-	lb, err := a.Campaign(t.Context(), "b", "addr-b")
+	lb, err := a.Campaign(ctx, "b", "addr-b")
 	require.NoError(t, err)
-	l, err := w.WaitLeader(t.Context())
+	l, err := w.WaitLeader(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "b", l.ID)
 	lb.Resign()
-	_, err = w.WaitLeader(t.Context())
+	_, err = w.WaitLeader(ctx)
 	require.ErrorIs(t, err, ha.ErrJobEnded)
 }
 
