@@ -188,6 +188,45 @@ func (d *Deserializer) TryNext() (rec []byte, ok bool) {
 	return nil, false
 }
 
+// Records calls yield with each record that lies wholly in the rest of
+// the current buffer, in order, until yield returns false, without
+// consuming them: Next returns them still. The rest of a record spanning
+// buffers is skipped. It stops at a corrupt length (Next reports it). The
+// slices alias the buffer: they are valid until Next moved past them.
+func (d *Deserializer) Records(yield func(rec []byte) bool) {
+	data, off := d.data, d.off
+	if d.buf == nil {
+		return
+	}
+	if d.partial { // skip the rest of the pending record
+		need := d.recLen - len(d.scratch)
+		if d.lenHave < lengthSize {
+			var l [lengthSize]byte
+			copy(l[:], d.lenBuf[:d.lenHave])
+			if copy(l[d.lenHave:], data[off:]) < lengthSize-d.lenHave {
+				return
+			}
+			off += lengthSize - d.lenHave
+			need = int(binary.BigEndian.Uint32(l[:]))
+		}
+		if need > d.maxSize || need > len(data)-off {
+			return
+		}
+		off += need
+	}
+	for off+lengthSize <= len(data) {
+		n := int(binary.BigEndian.Uint32(data[off:]))
+		if n > d.maxSize || n > len(data)-off-lengthSize {
+			return
+		}
+		off += lengthSize
+		if !yield(data[off : off+n : off+n]) {
+			return
+		}
+		off += n
+	}
+}
+
 // next is Next beyond the fast path: the end of the buffer, a record that
 // spans buffers, or a buffer that may hold a record above maxSize.
 func (d *Deserializer) next() ([]byte, bool, error) {

@@ -34,8 +34,16 @@ func feed(t *testing.T, stream []byte, cuts []int) ([][]byte, error) {
 		if c <= prev {
 			continue
 		}
+		pending := d.Pending()
 		d.SetBuffer(buffer.Wrap(append([]byte(nil), stream[prev:c]...), buffer.Data))
 		prev = c
+		// Records yields the records Next then returns from this buffer
+		// but the end of one pending before it.
+		var peeked [][]byte
+		for rec := range d.Records {
+			peeked = append(peeked, append([]byte{}, rec...))
+		}
+		from := len(got)
 		for {
 			rec, ok, err := d.Next()
 			if err != nil {
@@ -45,6 +53,14 @@ func feed(t *testing.T, stream []byte, cuts []int) ([][]byte, error) {
 				break
 			}
 			got = append(got, append([]byte{}, rec...))
+		}
+		whole := got[from:]
+		if pending && len(whole) > 0 {
+			whole = whole[1:]
+		}
+		require.Equal(t, len(whole), len(peeked), "Records of buffer ending at %d", c)
+		for i := range whole {
+			require.Equal(t, whole[i], peeked[i], "Records of buffer ending at %d", c)
 		}
 		require.False(t, d.HasBuffer(), "buffer not released after use")
 	}
