@@ -3,6 +3,7 @@ package weir
 import (
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/codec"
@@ -25,7 +26,10 @@ type KeyedStream[T any, K any] struct {
 
 // KeyBy partitions s by key(v). kc serializes keys: keys are hashed and
 // stored in state in their encoded form, so equal keys must encode to
-// equal bytes.
+// equal bytes. key must be a function of its value: it runs on the
+// producer to route a value and on the consumer to scope its state, and
+// on the pebble backend once more where the consumer reads a buffer's
+// state ahead of its records.
 func KeyBy[T any, K any](s *Stream[T], key func(T) K, kc codec.Codec[K]) *KeyedStream[T, K] {
 	return &KeyedStream[T, K]{s: s, fn: key, kc: kc}
 }
@@ -68,6 +72,99 @@ type keyContext[T, K any] struct {
 	set func(K, int) error
 	buf []byte
 	key K
+
+	// pf is the backend if it prefetches (a cache over disk), nil
+	// otherwise; pfBuf, pfEnds and pfKeys hold the keys of the buffer
+	// being prefetched, pfGroups their key groups.
+	pf       statePrefetcher
+	pfBuf    []byte
+	pfEnds   []int
+	pfKeys   [][]byte
+	pfGroups []int
+}
+
+// statePrefetcher is a keyed backend that can read the state of a
+// buffer's keys in one pass ahead of their records (pebble's).
+type statePrefetcher interface {
+	PrefetchWanted() bool
+	Prefetch(keys [][]byte, groups []int) error
+}
+
+// keyPrefetch is a keyed operator's side of a prefetch: the decoding head
+// of its task hands it the values of a buffer's records (with their key
+// groups where the records carry them, -1 otherwise), then has it read
+// their keys' state.
+type keyPrefetch[T any] interface {
+	prefetchWanted() bool
+	addPrefetch(v T, group int)
+	prefetch() error
+}
+
+// prefetchingInput is a keyed operator's collector that prefetches.
+type prefetchingInput[T any] interface {
+	keyPrefetcher() keyPrefetch[T]
+}
+
+// prefetcherOf returns the prefetch side of the collector in, nil if it
+// has none.
+func prefetcherOf[T any](in any) keyPrefetch[T] {
+	if p, ok := in.(prefetchingInput[T]); ok {
+		return p.keyPrefetcher()
+	}
+	return nil
+}
+
+// recordDecoder is a task's decoding head as a prefetch sees it.
+type recordDecoder[T any] interface {
+	// decodeKeyed returns a record's value and key group (-1: unknown),
+	// false for a record it cannot decode.
+	decodeKeyed(rec []byte) (v T, group int, ok bool)
+}
+
+// prefetchRecords hands the values of records, as d decodes them, to pk
+// and has it prefetch their state, when the backend wants it. Where d
+// cannot decode a record, prefetching stops: the record fails when it is
+// processed.
+func prefetchRecords[T any](pk keyPrefetch[T], records iter.Seq[[]byte], d recordDecoder[T]) error {
+	if pk == nil || !pk.prefetchWanted() {
+		return nil
+	}
+	for rec := range records {
+		v, g, ok := d.decodeKeyed(rec)
+		if !ok {
+			break
+		}
+		pk.addPrefetch(v, g)
+	}
+	return pk.prefetch()
+}
+
+func (c *keyContext[T, K]) prefetchWanted() bool { return c.pf != nil && c.pf.PrefetchWanted() }
+
+// addPrefetch adds v's key to the keys to prefetch. The key selector runs
+// again when the record is processed: as for routing, it must be a
+// function of the value.
+func (c *keyContext[T, K]) addPrefetch(v T, g int) {
+	k := c.fn(v)
+	if g < 0 {
+		g = keygroup.ForHash(c.hash(k), c.maxPar)
+	}
+	c.pfBuf = c.kc.Append(c.pfBuf, k)
+	c.pfEnds = append(c.pfEnds, len(c.pfBuf))
+	c.pfGroups = append(c.pfGroups, g)
+}
+
+// prefetch reads the state of the keys added since the last call.
+func (c *keyContext[T, K]) prefetch() error {
+	c.pfKeys = c.pfKeys[:0]
+	start := 0
+	for _, end := range c.pfEnds {
+		c.pfKeys = append(c.pfKeys, c.pfBuf[start:end:end])
+		start = end
+	}
+	err := c.pf.Prefetch(c.pfKeys, c.pfGroups)
+	c.pfBuf, c.pfEnds, c.pfGroups = c.pfBuf[:0], c.pfEnds[:0], c.pfGroups[:0]
+	return err
 }
 
 // open binds c to the operator's keyed backend.
@@ -78,6 +175,9 @@ func (c *keyContext[T, K]) open(b state.KeyedBackend) error {
 	}
 	set, err := heap.KeySetter(b, c.kc)
 	c.set = set
+	if set == nil {
+		c.pf, _ = b.(statePrefetcher)
+	}
 	return err
 }
 
@@ -127,6 +227,8 @@ func (o *reduceOp[T, K]) Open(ctx *task.OperatorContext) error {
 }
 
 func (o *reduceOp[T, K]) collect(v T, ts int64) error { return o.collectInGroup(v, ts, -1) }
+
+func (o *reduceOp[T, K]) keyPrefetcher() keyPrefetch[T] { return o.kc }
 
 func (o *reduceOp[T, K]) collectInGroup(v T, ts int64, g int) error {
 	o.enter()
@@ -413,6 +515,8 @@ func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 }
 
 func (o *processOp[K, In, Out]) collect(v In, ts int64) error { return o.collectInGroup(v, ts, -1) }
+
+func (o *processOp[K, In, Out]) keyPrefetcher() keyPrefetch[In] { return o.kc }
 
 func (o *processOp[K, In, Out]) collectInGroup(v In, ts int64, g int) (err error) {
 	o.enter()

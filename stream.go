@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"iter"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/eventtime"
@@ -287,9 +288,9 @@ func keyedDecoderFor[T any](s *Stream[T]) func(in any, sub *graph.Subtask) task.
 func decoderFor[T any](s *Stream[T]) func(in any, sub *graph.Subtask) task.RecordProcessor {
 	return func(in any, _ *graph.Subtask) task.RecordProcessor {
 		if s.timestamped {
-			return &stampedHead[T]{c: s.codec, next: in.(collector[T])}
+			return &stampedHead[T]{c: s.codec, next: in.(collector[T]), pk: prefetcherOf[T](in)}
 		}
-		return &decodeHead[T]{c: s.codec, next: in.(collector[T])}
+		return &decodeHead[T]{c: s.codec, next: in.(collector[T]), pk: prefetcherOf[T](in)}
 	}
 }
 
@@ -297,6 +298,17 @@ func decoderFor[T any](s *Stream[T]) func(in any, sub *graph.Subtask) task.Recor
 type decodeHead[T any] struct {
 	c    codec.Codec[T]
 	next collector[T]
+	pk   keyPrefetch[T] // next's, if it is a keyed operator that prefetches
+}
+
+// Prefetch implements task.Prefetcher.
+func (d *decodeHead[T]) Prefetch(records iter.Seq[[]byte]) error {
+	return prefetchRecords(d.pk, records, d)
+}
+
+func (d *decodeHead[T]) decodeKeyed(rec []byte) (T, int, bool) {
+	v, err := d.c.Decode(rec)
+	return v, -1, err == nil
 }
 
 func (d *decodeHead[T]) ProcessRecord(rec []byte) error {
@@ -312,6 +324,20 @@ func (d *decodeHead[T]) ProcessRecord(rec []byte) error {
 type stampedHead[T any] struct {
 	c    codec.Codec[T]
 	next collector[T]
+	pk   keyPrefetch[T] // as decodeHead's
+}
+
+// Prefetch implements task.Prefetcher.
+func (d *stampedHead[T]) Prefetch(records iter.Seq[[]byte]) error {
+	return prefetchRecords(d.pk, records, d)
+}
+
+func (d *stampedHead[T]) decodeKeyed(rec []byte) (v T, _ int, _ bool) {
+	if len(rec) < 8 {
+		return v, -1, false
+	}
+	v, err := d.c.Decode(rec[8:])
+	return v, -1, err == nil
 }
 
 func (d *stampedHead[T]) ProcessRecord(rec []byte) error {
@@ -333,6 +359,7 @@ type keyedHead[T any] struct {
 	stamped bool
 	next    collector[T]
 	kn      groupCollector[T] // next, if it takes key groups
+	pk      keyPrefetch[T]    // as decodeHead's
 	// The subtask's key groups: rng, and as start and length for one
 	// comparison per record.
 	rng   keygroup.Range
@@ -341,7 +368,27 @@ type keyedHead[T any] struct {
 }
 
 func newKeyedHead[T any](c codec.Codec[T], stamped bool, next collector[T], kn groupCollector[T], rng keygroup.Range) *keyedHead[T] {
-	return &keyedHead[T]{c: c, stamped: stamped, next: next, kn: kn, rng: rng, start: rng.Start, n: uint(rng.Len())}
+	return &keyedHead[T]{c: c, stamped: stamped, next: next, kn: kn, pk: prefetcherOf[T](next), rng: rng, start: rng.Start, n: uint(rng.Len())}
+}
+
+// Prefetch implements task.Prefetcher.
+func (d *keyedHead[T]) Prefetch(records iter.Seq[[]byte]) error {
+	return prefetchRecords(d.pk, records, d)
+}
+
+func (d *keyedHead[T]) decodeKeyed(rec []byte) (v T, _ int, _ bool) {
+	g, rest, ok := network.KeyGroupOf(rec)
+	if !ok || uint(g-d.start) >= d.n {
+		return v, -1, false
+	}
+	if d.stamped {
+		if len(rest) < 8 {
+			return v, -1, false
+		}
+		rest = rest[8:]
+	}
+	v, err := d.c.Decode(rest)
+	return v, g, err == nil
 }
 
 // ProcessRecord decodes rec and hands it on. A key group outside the

@@ -25,6 +25,7 @@ type inputChannel struct {
 	input int                    // the head's input it feeds
 	local eventtime.ChannelIndex // its index among that input's channels
 	proc  RecordProcessor
+	pf    Prefetcher // proc, if it prefetches
 }
 
 // initInputs maps the gate's channels to the inputs and builds the valve.
@@ -48,8 +49,9 @@ func (t *Task) initInputs() error {
 		case in.Processor == nil:
 			return fmt.Errorf("input %d: no record processor", in.Index)
 		}
+		pf, _ := in.Processor.(Prefetcher)
 		for range in.Channels {
-			t.chans = append(t.chans, inputChannel{input: in.Index, local: eventtime.ChannelIndex(per[in.Index]), proc: in.Processor})
+			t.chans = append(t.chans, inputChannel{input: in.Index, local: eventtime.ChannelIndex(per[in.Index]), proc: in.Processor, pf: pf})
 			per[in.Index]++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/state"
 	"go.uber.org/zap"
+	"iter"
 )
 
 // Operator is one step of a task's chain, as the task sees it: lifecycle and
@@ -85,6 +86,19 @@ type OperatorContext struct {
 // serialized record and pushes it through the chain.
 type RecordProcessor interface {
 	ProcessRecord(rec []byte) error
+}
+
+// Prefetcher is a RecordProcessor that prepares for the records of a
+// buffer before it processes them one by one: a keyed operator whose
+// state backend reads from disk loads the state of the buffer's keys in
+// one pass (in key order) rather than one random read per record. The
+// task calls Prefetch with each data buffer it starts, records is the
+// buffer's whole records (which ProcessRecord then gets, in order).
+// Prefetch must change no result: it may only warm caches. An error fails
+// the task.
+type Prefetcher interface {
+	RecordProcessor
+	Prefetch(records iter.Seq[[]byte]) error
 }
 
 // SourceStatus is what one poll of a source reports.

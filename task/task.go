@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -134,6 +135,7 @@ type Task struct {
 	mail mailbox
 
 	deser         []*network.Deserializer
+	recs          []iter.Seq[[]byte] // per channel: its deserializer's Records, for a Prefetcher
 	timer         *time.Timer
 	flushDeadline time.Time
 
@@ -213,8 +215,12 @@ func New(cfg Config) (*Task, error) {
 			return nil, fmt.Errorf("task %s: %w", cfg.Name, err)
 		}
 		t.deser = make([]*network.Deserializer, cfg.Gate.NumChannels())
+		t.recs = make([]iter.Seq[[]byte], len(t.deser))
 		for i := range t.deser {
 			t.deser[i] = network.NewDeserializer(cfg.Gate.Channel(i).Name(), cfg.MaxRecordSize)
+			if t.chans[i].pf != nil {
+				t.recs[i] = t.deser[i].Records
+			}
 		}
 	}
 	if cfg.Debloat != nil && cfg.Gate != nil {
@@ -786,6 +792,11 @@ func (t *Task) runInput(ctx context.Context) error {
 		}
 		t.metrics.BytesIn += int64(b.Len())
 		t.deser[ch].SetBuffer(b)
+		if pf := t.chans[ch].pf; pf != nil {
+			if err := pf.Prefetch(t.recs[ch]); err != nil {
+				return t.wrapErr(err)
+			}
+		}
 		if err := t.consume(ch); err != nil {
 			return err
 		}

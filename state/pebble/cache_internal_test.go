@@ -42,7 +42,7 @@ func TestCacheAccounting(t *testing.T) {
 		for i := range val {
 			val[i] = byte(r.Uint32())
 		}
-		switch r.IntN(6) {
+		switch r.IntN(7) {
 		case 0:
 			require.NoError(t, b.Put(s, nil, val))
 			model[mk] = string(val)
@@ -62,6 +62,22 @@ func TestCacheAccounting(t *testing.T) {
 			model[mk] += string(val)
 		case 4:
 			require.NoError(t, b.flushCache())
+		case 5:
+			// Prefetch some keys (a few of them twice): it changes what
+			// the cache holds, never a value, nor the current key.
+			var keys [][]byte
+			var groups []int
+			for range r.IntN(12) {
+				n := r.IntN(32)
+				keys = append(keys, []byte(fmt.Sprint(n)))
+				groups = append(groups, n*7%b.maxPar)
+			}
+			ck, cg := b.CurrentKey()
+			ck = slices.Clone(ck)
+			require.NoError(t, b.Prefetch(keys, groups))
+			k2, g2 := b.CurrentKey()
+			require.Equal(t, ck, k2, "op %d", op)
+			require.Equal(t, cg, g2, "op %d", op)
 		default:
 			got, ok, err := b.Get(s, nil)
 			require.NoError(t, err)
@@ -88,6 +104,7 @@ func TestCacheAccounting(t *testing.T) {
 	require.Positive(t, st.Evicted)
 	require.Positive(t, st.Hits)
 	require.Positive(t, st.Misses)
+	require.Positive(t, st.Prefetched)
 }
 
 // sortSlots orders keys as their bytes do: keys shorter and longer than

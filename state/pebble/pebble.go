@@ -180,6 +180,7 @@ type Backend struct {
 	failed error
 	stats  CacheStats
 	upd    []byte // Update's new value without the cache
+	pf     prefetcher
 
 	mu struct {
 		sync.Mutex

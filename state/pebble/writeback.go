@@ -14,6 +14,10 @@ type CacheStats struct {
 	// Hits and Misses count the cache's lookups that read (Get, Update):
 	// a miss reads the database once.
 	Hits, Misses int64
+	// Prefetched counts the entries Prefetch read from the database into
+	// the cache: misses it saved the records' accesses, as long as the
+	// entries stayed cached until their records came.
+	Prefetched int64
 	// Evicted counts the entries evicted, Written the entries written to
 	// the database (by evictions, write-backs and snapshots).
 	Evicted, Written int64
@@ -49,6 +53,7 @@ func (b *Backend) cached(k []byte, m state.StateMeta) (int32, error) {
 		return i, nil
 	}
 	b.stats.Misses++
+	b.noteRead(k)
 	v, ok, err := b.get(k, m)
 	if err != nil {
 		return -1, err
