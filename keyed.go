@@ -77,6 +77,7 @@ type keyContext[T, K any] struct {
 	// otherwise; pfBuf, pfEnds and pfKeys hold the keys of the buffer
 	// being prefetched, pfGroups their key groups.
 	pf       statePrefetcher
+	enter    func() // marks the operator running (opBase.enter), or nil
 	pfBuf    []byte
 	pfEnds   []int
 	pfKeys   [][]byte
@@ -93,7 +94,8 @@ type statePrefetcher interface {
 // keyPrefetch is a keyed operator's side of a prefetch: the decoding head
 // of its task hands it the values of a buffer's records (with their key
 // groups where the records carry them, -1 otherwise), then has it read
-// their keys' state.
+// their keys' state. prefetchWanted, when true, marks the operator
+// running: a panic of its key selector names it.
 type keyPrefetch[T any] interface {
 	prefetchWanted() bool
 	addPrefetch(v T, group int)
@@ -139,7 +141,15 @@ func prefetchRecords[T any](pk keyPrefetch[T], records iter.Seq[[]byte], d recor
 	return pk.prefetch()
 }
 
-func (c *keyContext[T, K]) prefetchWanted() bool { return c.pf != nil && c.pf.PrefetchWanted() }
+func (c *keyContext[T, K]) prefetchWanted() bool {
+	if c.pf == nil || !c.pf.PrefetchWanted() {
+		return false
+	}
+	if c.enter != nil {
+		c.enter()
+	}
+	return true
+}
 
 // addPrefetch adds v's key to the keys to prefetch. The key selector runs
 // again when the record is processed: as for routing, it must be a
@@ -228,7 +238,10 @@ func (o *reduceOp[T, K]) Open(ctx *task.OperatorContext) error {
 
 func (o *reduceOp[T, K]) collect(v T, ts int64) error { return o.collectInGroup(v, ts, -1) }
 
-func (o *reduceOp[T, K]) keyPrefetcher() keyPrefetch[T] { return o.kc }
+func (o *reduceOp[T, K]) keyPrefetcher() keyPrefetch[T] {
+	o.kc.enter = o.enter
+	return o.kc
+}
 
 func (o *reduceOp[T, K]) collectInGroup(v T, ts int64, g int) error {
 	o.enter()
@@ -516,7 +529,10 @@ func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 
 func (o *processOp[K, In, Out]) collect(v In, ts int64) error { return o.collectInGroup(v, ts, -1) }
 
-func (o *processOp[K, In, Out]) keyPrefetcher() keyPrefetch[In] { return o.kc }
+func (o *processOp[K, In, Out]) keyPrefetcher() keyPrefetch[In] {
+	o.kc.enter = o.enter
+	return o.kc
+}
 
 func (o *processOp[K, In, Out]) collectInGroup(v In, ts int64, g int) (err error) {
 	o.enter()

@@ -109,3 +109,42 @@ func TestPrefetchWarmsPebbleCache(t *testing.T) {
 		})
 	}
 }
+
+// A key selector that panics while a buffer is prefetched leaves its
+// operator marked running, so that the task's error names it, as when it
+// panics on the record itself.
+func TestPrefetchPanicNamesOperator(t *testing.T) {
+	be, err := pebble.New(pebble.Config{Dir: t.TempDir(), CacheBytes: 16 << 10, MemTableSize: 1 << 20})
+	require.NoError(t, err)
+	defer be.Close()
+	kc := &keyContext[benchKV, int64]{fn: func(x benchKV) int64 {
+		if x.V < 0 {
+			panic("boom")
+		}
+		return x.K
+	}, kc: codec.Int64(), hash: codec.HashFunc(codec.Int64()), maxPar: be.MaxParallelism()}
+	run := &task.CurrentOperator{}
+	op := &reduceOp[benchKV, int64]{opBase: opBase{name: "reduce", keyed: true, run: run},
+		kc: kc, fn: func(a, b benchKV) benchKV { return benchKV{a.K, a.V + b.V} }, next: discard[benchKV]{}, codec: benchKVCodec}
+	require.NoError(t, op.Open(&task.OperatorContext{Keyed: be}))
+	head := &stampedHead[benchKV]{c: benchKVCodec, next: op, pk: prefetcherOf[benchKV](op)}
+	// Distinct keys, so that lookups miss and prefetching starts.
+	for k := range int64(1000) {
+		require.NoError(t, head.ProcessRecord(benchRecord(k, 1, 0, false, 0)))
+	}
+	run.Set(nil)
+	var stream []byte
+	for i, v := range []int64{1, 1, -1, 1} {
+		rec := benchRecord(int64(2000+i), v, 0, false, 0)
+		stream = binary.BigEndian.AppendUint32(stream, uint32(len(rec)))
+		stream = append(stream, rec...)
+	}
+	d := network.NewDeserializer("test", 0)
+	defer d.Close()
+	d.SetBuffer(buffer.Wrap(stream, buffer.Data))
+	func() {
+		defer func() { require.Equal(t, "boom", recover()) }()
+		_ = head.Prefetch(d.Records)
+	}()
+	require.Equal(t, "reduce", run.Name())
+}
