@@ -228,6 +228,7 @@ type reduceOp[T, K any] struct {
 }
 
 func (o *reduceOp[T, K]) Open(ctx *task.OperatorContext) error {
+	o.kc.enter = o.enter
 	if err := o.kc.open(ctx.Keyed); err != nil {
 		return err
 	}
@@ -238,10 +239,7 @@ func (o *reduceOp[T, K]) Open(ctx *task.OperatorContext) error {
 
 func (o *reduceOp[T, K]) collect(v T, ts int64) error { return o.collectInGroup(v, ts, -1) }
 
-func (o *reduceOp[T, K]) keyPrefetcher() keyPrefetch[T] {
-	o.kc.enter = o.enter
-	return o.kc
-}
+func (o *reduceOp[T, K]) keyPrefetcher() keyPrefetch[T] { return o.kc }
 
 func (o *reduceOp[T, K]) collectInGroup(v T, ts int64, g int) error {
 	o.enter()
@@ -513,6 +511,7 @@ type processOp[K, In, Out any] struct {
 func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 	o.enter()
 	defer o.catch(&err)
+	o.kc.enter = o.enter
 	if err := o.kc.open(ctx.Keyed); err != nil {
 		return err
 	}
@@ -529,10 +528,7 @@ func (o *processOp[K, In, Out]) Open(ctx *task.OperatorContext) (err error) {
 
 func (o *processOp[K, In, Out]) collect(v In, ts int64) error { return o.collectInGroup(v, ts, -1) }
 
-func (o *processOp[K, In, Out]) keyPrefetcher() keyPrefetch[In] {
-	o.kc.enter = o.enter
-	return o.kc
-}
+func (o *processOp[K, In, Out]) keyPrefetcher() keyPrefetch[In] { return o.kc }
 
 func (o *processOp[K, In, Out]) collectInGroup(v In, ts int64, g int) (err error) {
 	o.enter()

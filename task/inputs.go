@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"iter"
 
 	"github.com/weirstream/weir/eventtime"
 )
@@ -25,7 +26,8 @@ type inputChannel struct {
 	input int                    // the head's input it feeds
 	local eventtime.ChannelIndex // its index among that input's channels
 	proc  RecordProcessor
-	pf    Prefetcher // proc, if it prefetches
+	pf    Prefetcher       // proc, if it prefetches
+	recs  iter.Seq[[]byte] // with pf: the channel's deserializer's Records
 }
 
 // initInputs maps the gate's channels to the inputs and builds the valve.

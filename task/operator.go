@@ -2,11 +2,13 @@ package task
 
 import (
 	"context"
+	"iter"
+
+	"go.uber.org/zap"
+
 	"github.com/weirstream/weir/barrier"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/state"
-	"go.uber.org/zap"
-	"iter"
 )
 
 // Operator is one step of a task's chain, as the task sees it: lifecycle and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -135,7 +134,6 @@ type Task struct {
 	mail mailbox
 
 	deser         []*network.Deserializer
-	recs          []iter.Seq[[]byte] // per channel: its deserializer's Records, for a Prefetcher
 	timer         *time.Timer
 	flushDeadline time.Time
 
@@ -215,11 +213,10 @@ func New(cfg Config) (*Task, error) {
 			return nil, fmt.Errorf("task %s: %w", cfg.Name, err)
 		}
 		t.deser = make([]*network.Deserializer, cfg.Gate.NumChannels())
-		t.recs = make([]iter.Seq[[]byte], len(t.deser))
 		for i := range t.deser {
 			t.deser[i] = network.NewDeserializer(cfg.Gate.Channel(i).Name(), cfg.MaxRecordSize)
 			if t.chans[i].pf != nil {
-				t.recs[i] = t.deser[i].Records
+				t.chans[i].recs = t.deser[i].Records
 			}
 		}
 	}
@@ -792,8 +789,8 @@ func (t *Task) runInput(ctx context.Context) error {
 		}
 		t.metrics.BytesIn += int64(b.Len())
 		t.deser[ch].SetBuffer(b)
-		if pf := t.chans[ch].pf; pf != nil {
-			if err := pf.Prefetch(t.recs[ch]); err != nil {
+		if c := &t.chans[ch]; c.pf != nil {
+			if err := c.pf.Prefetch(c.recs); err != nil {
 				return t.wrapErr(err)
 			}
 		}
