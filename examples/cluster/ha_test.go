@@ -14,11 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/etcdserver"
 	"github.com/weirstream/weir/internal/ha"
+	"github.com/weirstream/weir/internal/jobmaster"
 )
 
 // Two coordinator processes and two workers on an etcd in this process,
@@ -156,6 +159,81 @@ func TestHARevokedLeaderCannotCommit(t *testing.T) {
 	for id, err := range errs {
 		require.NoError(t, err, id)
 	}
+	require.NoError(t, check(j.p, 0, 0))
+}
+
+// A leader records the job's end before it tells its workers to shut
+// down: each worker follows the one leader once and stops, rather than
+// look for a next leader of a job whose end is not yet recorded.
+func TestHAWorkersFindTheEnd(t *testing.T) {
+	t.Parallel()
+	j := newHAJob(t, 2000, 0)
+	core, logs := observer.New(zap.InfoLevel)
+	j.log = zap.New(zapcore.NewTee(j.log.Core(), core))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	j.coordinator(ctx, "a", false)
+	j.worker(ctx, "w1")
+	j.worker(ctx, "w2")
+	errs, _ := j.wait()
+	for id, err := range errs {
+		require.NoError(t, err, id)
+	}
+	for _, w := range []string{"w1", "w2"} {
+		require.Len(t, logs.FilterLoggerName(w).FilterMessage("following leader").All(), 1, w)
+	}
+	require.NoError(t, check(j.p, 0, 0))
+}
+
+// The leader loses its term after the job ended and before it recorded
+// the end in etcd (its lease is revoked there, by the hook): the workers
+// look for the next leader, the other coordinator takes over from the
+// job's final checkpoint, finds every task finished and records the end;
+// every word is committed exactly once. Not parallel: the hook is the
+// process's.
+func TestHALeaderLostBeforeRecordingEnd(t *testing.T) {
+	j := newHAJob(t, 4000, 0)
+	j.p.job += "-end"
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{j.p.etcd}, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer raw.Close()
+	var hooked []ha.Status
+	var hookErr error
+	restore := jobmaster.SetBeforeEndHook(func(job string, s ha.Status) {
+		if job != j.p.job || len(hooked) > 0 {
+			return // the second leader records the end
+		}
+		hooked = append(hooked, s)
+		resp, err := raw.Get(ctx, "/weir/jobs/"+j.p.job+"/leader/", clientv3.WithFirstCreate()...)
+		if err == nil && len(resp.Kvs) == 1 {
+			_, err = raw.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+		}
+		hookErr = err
+	})
+	defer restore()
+
+	hc := j.client()
+	j.coordinator(ctx, "a", true)
+	l, err := hc.WaitLeader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "a", l.ID)
+	j.coordinator(ctx, "b", true)
+	j.worker(ctx, "w1")
+	j.worker(ctx, "w2")
+	errs, lost := j.wait()
+	require.NoError(t, hookErr)
+	require.Len(t, hooked, 1, "no leader saw the job end")
+	require.True(t, hooked[0].Finished, "the first leader saw the job fail: %s", hooked[0].Error)
+	require.Positive(t, lost["a"], "a's term did not end with ErrLeadershipLost")
+	for id, err := range errs {
+		require.NoError(t, err, id)
+	}
+	rec, err := hc.Read(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, rec.Status, "no leader recorded the end")
+	require.True(t, rec.Status.Finished, rec.Status.Error)
 	require.NoError(t, check(j.p, 0, 0))
 }
 

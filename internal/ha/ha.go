@@ -266,9 +266,11 @@ func (c *Client) CurrentLeader(ctx context.Context) (l Leader, ok bool, err erro
 
 // WaitLeader waits until the job has a leader and returns it, or returns
 // ErrJobEnded once the job's end is recorded while no coordinator leads
-// it: a leader stops its workers before it records the end, so a worker
-// that looked for the end too early would otherwise wait for a leader
-// that never comes. It retries while etcd is unreachable, until ctx ends.
+// it: a leader records the end before it stops its workers, but one that
+// loses its term in between, or whose record fails, stops them without
+// it; a worker that looked for the end then would otherwise wait for a
+// leader that never comes. It retries while etcd is unreachable, until
+// ctx ends.
 func (c *Client) WaitLeader(ctx context.Context) (Leader, error) {
 	delay := 50 * time.Millisecond
 	for {

@@ -195,6 +195,9 @@ func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobS
 			return fmt.Errorf("weir: cluster: %w", err)
 		}
 	}
+	// recordEnd, with high availability, records how the job ended in
+	// etcd, once.
+	var recordEnd func(error) error
 	if hc != nil {
 		addr := cfg.HA.Advertise
 		if addr == "" {
@@ -222,9 +225,19 @@ func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobS
 			}
 		}()
 		ctx = lctx
-		// Recorded before the server closes, which sends the workers
-		// Shutdown: they then find the job ended in etcd.
-		defer func() { err = j.endTerm(parent, j.lead, err) }()
+		// The end is recorded before the server closes (below), which
+		// sends the workers Shutdown: they then find the job ended in
+		// etcd rather than look for its next leader. This one records
+		// the end of a term that ends before the server runs.
+		recordEnd = func(err error) error {
+			recordEnd = nil
+			return j.endTerm(parent, j.lead, err)
+		}
+		defer func() {
+			if recordEnd != nil {
+				err = recordEnd(err)
+			}
+		}()
 	}
 	srv, err := cluster.NewServer(cluster.ServerConfig{TLS: cfg.TLS, Token: cfg.Token, Fingerprint: fingerprint(spec.Graph, ck.mode),
 		HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, Logger: spec.Logger}, j)
@@ -236,6 +249,9 @@ func runCluster(ctx context.Context, spec *Spec, ck *checkpointing, status *jobS
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
 	defer func() {
+		if recordEnd != nil {
+			err = recordEnd(err)
+		}
 		srv.Close() // tells the workers to shut down
 		<-served
 	}()

@@ -287,6 +287,23 @@ func (j *clusterJob) readVerified(id barrier.CheckpointID) (state.Metadata, erro
 	return m, nil
 }
 
+// beforeEnd is SetBeforeEndHook's hook.
+var beforeEnd atomic.Pointer[func(job string, s ha.Status)]
+
+// SetBeforeEndHook makes fn run where the leader of a highly available
+// job has seen it end (s: how) and not yet recorded it in etcd, and
+// returns what restores the hook before. Tests cut the leader off from
+// etcd there: a new leader then finds a job that ended and is not
+// recorded as ended, and takes it over from its last checkpoint.
+func SetBeforeEndHook(fn func(job string, s ha.Status)) (restore func()) {
+	var p *func(string, ha.Status)
+	if fn != nil {
+		p = &fn
+	}
+	old := beforeEnd.Swap(p)
+	return func() { beforeEnd.Store(old) }
+}
+
 // endTerm records how the job ended, unless the term ended first or this
 // process was canceled (then the next leader goes on with the job). It
 // returns what runCluster returns.
@@ -300,6 +317,9 @@ func (j *clusterJob) endTerm(parent context.Context, lead *ha.Leadership, err er
 	s := ha.Status{Finished: err == nil}
 	if err != nil {
 		s.Error = err.Error()
+	}
+	if h := beforeEnd.Load(); h != nil {
+		(*h)(j.ha.JobID(), s)
 	}
 	if eerr := lead.End(context.Background(), s); eerr != nil {
 		if err == nil {
