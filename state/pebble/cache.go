@@ -24,7 +24,7 @@ import (
 // evicts the first entry it finds unreferenced.
 //
 // Its memory is its entries' accounted sizes (entrySize), at most limit
-// once the caller has evicted, plus the slot array and the map, whose
+// once the caller has evicted, plus the slot array and the index, whose
 // sizes follow the number of entries that fit in limit.
 type cache struct {
 	limit      int64 // bytes the entries may take
@@ -32,7 +32,7 @@ type cache struct {
 
 	bytes, dirtyBytes int64
 
-	idx   map[string]int32 // data key → slot
+	idx   slotIndex // data key → slot
 	slots []centry
 	free  []int32 // unused slots
 	hand  int     // the clock hand, an index into slots
@@ -89,6 +89,7 @@ type centry struct {
 	key  string // "" with used false: a free slot
 	val  []byte // the value, if present
 	size int64  // the accounted size (entrySize), 0 when unused
+	tag  uint32 // the key's tag in the index
 
 	used    bool
 	present bool // false: the key has no value (a tombstone when dirty)
@@ -99,9 +100,9 @@ type centry struct {
 }
 
 // entryOverhead is what an entry costs beyond its key and value bytes: its
-// slot (centry, 64 bytes), its map slot (a string and an int32, about 30
-// bytes at the swiss map's load) and the allocation headers and rounding
-// of the key and the value.
+// slot (centry, 64 bytes), its index entries (8 bytes each, two to four
+// of them: the index is a quarter to half full) and the allocation
+// headers and rounding of the key and the value.
 const entryOverhead = 128
 
 func entrySize(key string, val []byte) int64 {
@@ -109,24 +110,22 @@ func entrySize(key string, val []byte) int64 {
 }
 
 func newCache(limit, dirtyLimit int64) *cache {
-	return &cache{limit: limit, dirtyLimit: dirtyLimit, idx: map[string]int32{}}
+	return &cache{limit: limit, dirtyLimit: dirtyLimit, idx: newSlotIndex()}
 }
 
 // lookup returns the slot of key and marks it referenced, or -1.
 func (c *cache) lookup(key []byte) int32 {
-	i, ok := c.idx[string(key)]
-	if !ok {
-		return -1
+	i := c.idx.find(unsafe.String(unsafe.SliceData(key), len(key)), c.slots)
+	if i >= 0 {
+		c.slots[i].ref = true
 	}
-	c.slots[i].ref = true
 	return i
 }
 
 // holds reports whether the cache has an entry for key, without marking
 // it referenced.
 func (c *cache) holds(key []byte) bool {
-	_, ok := c.idx[string(key)]
-	return ok
+	return c.idx.find(unsafe.String(unsafe.SliceData(key), len(key)), c.slots) >= 0
 }
 
 // all calls fn for every present entry until fn returns false.
@@ -172,7 +171,7 @@ func (c *cache) insert(key []byte, val []byte, present, dirty bool) int32 {
 	}
 	e.size = entrySize(e.key, e.val)
 	c.bytes += e.size
-	c.idx[e.key] = i
+	e.tag = c.idx.add(e.key, i)
 	if dirty {
 		c.markDirty(i)
 	}
@@ -277,7 +276,7 @@ func (c *cache) evict(keep int32, write func(key string, val []byte, present boo
 // drop frees slot i.
 func (c *cache) drop(i int32) {
 	e := &c.slots[i]
-	delete(c.idx, e.key)
+	c.idx.remove(e.tag, i)
 	c.bytes -= e.size
 	if e.dirty {
 		c.dirtyBytes -= e.size
@@ -320,7 +319,7 @@ func (c *cache) writeBack(write func(key string, val []byte, present bool) error
 
 // reset drops every entry, dirty ones included.
 func (c *cache) reset() {
-	clear(c.idx)
+	c.idx.reset()
 	c.slots, c.free, c.dirty, c.victims, c.order, c.hand = nil, nil, nil, nil, nil, 0
 	c.bytes, c.dirtyBytes = 0, 0
 }
@@ -338,8 +337,8 @@ func (c *cache) check() {
 		if e.size != entrySize(e.key, e.val) {
 			panic(fmt.Sprintf("pebble: cache slot %d: size %d, entry %d", i, e.size, entrySize(e.key, e.val)))
 		}
-		if j, ok := c.idx[e.key]; !ok || j != int32(i) {
-			panic(fmt.Sprintf("pebble: cache slot %d not indexed (%d, %v)", i, j, ok))
+		if j := c.idx.find(e.key, c.slots); j != int32(i) {
+			panic(fmt.Sprintf("pebble: cache slot %d not indexed (%d)", i, j))
 		}
 		if e.dirty && !e.listed {
 			panic(fmt.Sprintf("pebble: cache slot %d dirty but not listed", i))
@@ -349,8 +348,8 @@ func (c *cache) check() {
 			dirty += e.size
 		}
 	}
-	if used != len(c.idx) || bytes != c.bytes || dirty != c.dirtyBytes {
+	if used != c.idx.n || bytes != c.bytes || dirty != c.dirtyBytes {
 		panic(fmt.Sprintf("pebble: cache accounting: %d used, %d indexed, %d bytes (counted %d), %d dirty (counted %d)",
-			used, len(c.idx), c.bytes, bytes, c.dirtyBytes, dirty))
+			used, c.idx.n, c.bytes, bytes, c.dirtyBytes, dirty))
 	}
 }

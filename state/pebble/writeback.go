@@ -35,7 +35,7 @@ type CacheStats struct {
 func (b *Backend) CacheStats() CacheStats {
 	st := b.stats
 	if b.c != nil {
-		st.Entries, st.Bytes, st.DirtyBytes = len(b.c.idx), b.c.bytes, b.c.dirtyBytes
+		st.Entries, st.Bytes, st.DirtyBytes = b.c.idx.n, b.c.bytes, b.c.dirtyBytes
 		st.DirtyLimit = b.c.dirtyLimit
 	}
 	return st
@@ -83,9 +83,9 @@ func (b *Backend) written(i int32) error {
 // evict evicts cold entries, never slot keep, writing the dirty ones in
 // one batch.
 func (b *Backend) evict(keep int32) error {
-	n := len(b.c.idx)
+	n := b.c.idx.n
 	err := b.c.evict(keep, b.batchWrite)
-	b.stats.Evicted += int64(n - len(b.c.idx))
+	b.stats.Evicted += int64(n - b.c.idx.n)
 	return b.commit(err)
 }
 
