@@ -1,10 +1,7 @@
 package pebble
 
 import (
-	"cmp"
-	"encoding/binary"
 	"fmt"
-	"slices"
 	"strings"
 	"unsafe"
 )
@@ -42,16 +39,8 @@ type cache struct {
 	// checked again at the write-back.
 	dirty []int32
 
-	victims []int32   // evict's scratch
-	order   []sortKey // sortSlots' scratch
-}
-
-// sortKey is a slot with the first 16 bytes of its key, big-endian and
-// zero-padded: comparing them orders keys as their bytes do, except that
-// equal prefixes need the keys compared.
-type sortKey struct {
-	hi, lo uint64
-	slot   int32
+	victims         []int32   // evict's scratch
+	order, orderTmp []sortKey // sortSlots' scratch
 }
 
 // sortSlots sorts slots by their keys. Comparing the keys through the
@@ -62,25 +51,17 @@ type sortKey struct {
 func (c *cache) sortSlots(list []int32) {
 	c.order = c.order[:0]
 	for _, i := range list {
-		k := c.slots[i].key
-		var p [16]byte
-		copy(p[:], k)
-		c.order = append(c.order, sortKey{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:]), i})
+		c.order = append(c.order, newSortKey(c.slots[i].key, i))
 	}
-	slices.SortFunc(c.order, func(a, b sortKey) int {
-		switch {
-		case a.hi != b.hi:
-			return cmp.Compare(a.hi, b.hi)
-		case a.lo != b.lo:
-			return cmp.Compare(a.lo, b.lo)
-		}
-		return strings.Compare(c.slots[a.slot].key, c.slots[b.slot].key)
+	c.orderTmp = sortKeys(c.order, c.orderTmp, func(a, b int32) int {
+		return strings.Compare(c.slots[a].key, c.slots[b].key)
 	})
 	for n, o := range c.order {
 		list[n] = o.slot
 	}
 	if cap(c.order) > 1<<16 && len(c.order) < cap(c.order)/4 {
-		c.order = nil // do not keep a snapshot's scratch for small rounds
+		// do not keep a snapshot's scratch for small rounds
+		c.order, c.orderTmp = nil, nil
 	}
 }
 

@@ -25,6 +25,9 @@ type prefetcher struct {
 	arena []byte
 	ends  []int
 	keys  [][]byte
+	// order and tmp sort keys into sorted (deduplicated).
+	order, tmp []sortKey
+	sorted     [][]byte
 }
 
 // prefetchWindow is the number of cache lookups PrefetchWanted decides
@@ -98,14 +101,21 @@ func (b *Backend) Prefetch(keys [][]byte, groups []int) error {
 	if len(pf.ends) == 0 {
 		return nil
 	}
-	pf.keys = pf.keys[:0]
+	pf.keys, pf.order = pf.keys[:0], pf.order[:0]
 	start := 0
-	for _, end := range pf.ends {
-		pf.keys = append(pf.keys, pf.arena[start:end:end])
+	for i, end := range pf.ends {
+		k := pf.arena[start:end:end]
+		pf.keys = append(pf.keys, k)
+		pf.order = append(pf.order, newSortKey(k, int32(i)))
 		start = end
 	}
-	slices.SortFunc(pf.keys, bytes.Compare)
-	pf.keys = slices.CompactFunc(pf.keys, bytes.Equal)
+	pf.tmp = sortKeys(pf.order, pf.tmp, func(a, b int32) int { return bytes.Compare(pf.keys[a], pf.keys[b]) })
+	pf.sorted = pf.sorted[:0]
+	for _, o := range pf.order {
+		if k := pf.keys[o.slot]; len(pf.sorted) == 0 || !bytes.Equal(pf.sorted[len(pf.sorted)-1], k) {
+			pf.sorted = append(pf.sorted, k)
+		}
+	}
 
 	// The iterator sees the database as it is now: every key in the list
 	// is uncached, so the database has its truth, and the evictions below
@@ -114,7 +124,7 @@ func (b *Backend) Prefetch(keys [][]byte, groups []int) error {
 	if err != nil {
 		return fmt.Errorf("pebble: prefetch: %w", err)
 	}
-	for _, k := range pf.keys {
+	for _, k := range pf.sorted {
 		var val []byte
 		found := it.SeekGE(k) && bytes.Equal(it.Key(), k)
 		if found {
