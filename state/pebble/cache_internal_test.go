@@ -24,6 +24,10 @@ func TestCacheAccounting(t *testing.T) {
 	}
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
+	// Prefetches of a few keys already read half of them on a second
+	// goroutine, while this one caches and evicts.
+	defer func(n int) { prefetchSplit = n }(prefetchSplit)
+	prefetchSplit = 2
 	b, err := New(Config{Dir: t.TempDir(), CacheBytes: 2 << 10, DirtyBytes: 1 << 10, MemTableSize: 1 << 20, BlockCacheSize: 1 << 20})
 	require.NoError(t, err)
 	defer b.Close()

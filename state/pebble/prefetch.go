@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
+
+	pdb "github.com/cockroachdb/pebble/v2"
 
 	"github.com/weirstream/weir/state"
 )
@@ -28,6 +31,7 @@ type prefetcher struct {
 	// order and tmp sort keys into sorted (deduplicated).
 	order, tmp []sortKey
 	sorted     [][]byte
+	far        prefetchRead
 }
 
 // prefetchWindow is the number of cache lookups PrefetchWanted decides
@@ -64,7 +68,8 @@ func (b *Backend) PrefetchWanted() bool {
 // Prefetch reads into the cache the values that the states a record
 // reads (see prefetcher.states) hold for keys (serialized, keys[i] in key
 // group groups[i]) and that the cache does not hold, in one pass over the
-// database in key order: the records of a network buffer, read before
+// database in key order (from prefetchSplit keys on, the later half on a
+// second goroutine, through its own iterator): the records of a network buffer, read before
 // they are processed, then find their state cached. A point read of a
 // random key costs several microseconds in pebble, a forward seek of one
 // iterator through sorted keys less than half of that
@@ -117,14 +122,72 @@ func (b *Backend) Prefetch(keys [][]byte, groups []int) error {
 		}
 	}
 
-	// The iterator sees the database as it is now: every key in the list
+	// The iterators see the database as it is now: every key in the list
 	// is uncached, so the database has its truth, and the evictions below
 	// write only keys the cache held.
+	sorted := pf.sorted
+	var far *prefetchRead
+	var done chan struct{}
+	if len(sorted) >= prefetchSplit && runtime.GOMAXPROCS(0) > 1 {
+		// Another goroutine reads the later keys while this one reads
+		// and caches the earlier ones: the reads, pebble's seeks, are
+		// most of a prefetch. It touches nothing of the backend but the
+		// database and its own prefetchRead; the cache stays this
+		// goroutine's.
+		n := len(sorted) * prefetchNear / 100
+		far = &pf.far
+		far.reset(sorted[n:])
+		sorted = sorted[:n]
+		it, err := b.db.NewIter(nil)
+		if err != nil {
+			return fmt.Errorf("pebble: prefetch: %w", err)
+		}
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			far.read(it)
+		}()
+	}
+	err := b.prefetchNear(sorted)
+	if far == nil {
+		return err
+	}
+	<-done
+	if err != nil {
+		return err
+	}
+	if far.err != nil {
+		return fmt.Errorf("pebble: prefetch: %w", far.err)
+	}
+	start = 0
+	for i, k := range far.keys {
+		end := far.ends[i]
+		found := end >= 0
+		if !found {
+			end = start
+		}
+		if err := b.prefetched(k, far.vals[start:end], found); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// prefetchSplit is the number of keys from which Prefetch reads on two
+// goroutines (a variable for tests), and prefetchNear the percentage of
+// them that the calling goroutine reads (it also caches them all).
+var prefetchSplit = 256
+
+const prefetchNear = 50
+
+// prefetchNear reads keys through a new iterator and caches them.
+func (b *Backend) prefetchNear(keys [][]byte) error {
 	it, err := b.db.NewIter(nil)
 	if err != nil {
 		return fmt.Errorf("pebble: prefetch: %w", err)
 	}
-	for _, k := range pf.sorted {
+	for _, k := range keys {
 		var val []byte
 		found := it.SeekGE(k) && bytes.Equal(it.Key(), k)
 		if found {
@@ -132,13 +195,9 @@ func (b *Backend) Prefetch(keys [][]byte, groups []int) error {
 				break
 			}
 		}
-		i := b.c.insert(k, val, found, false)
-		b.stats.Prefetched++
-		if b.c.overLimit() {
-			if evictErr := b.evict(i); evictErr != nil {
-				_ = it.Close()
-				return evictErr // the backend failed: see commit
-			}
+		if err = b.prefetched(k, val, found); err != nil {
+			_ = it.Close()
+			return err // the backend failed: see commit
 		}
 	}
 	if err == nil {
@@ -151,4 +210,50 @@ func (b *Backend) Prefetch(keys [][]byte, groups []int) error {
 		return fmt.Errorf("pebble: prefetch: %w", err)
 	}
 	return nil
+}
+
+// prefetched caches what the database holds for key k, evicting as needed.
+func (b *Backend) prefetched(k, val []byte, found bool) error {
+	i := b.c.insert(k, val, found, false)
+	b.stats.Prefetched++
+	if b.c.overLimit() {
+		return b.evict(i)
+	}
+	return nil
+}
+
+// prefetchRead is the part of a prefetch read on another goroutine: the
+// keys, and what the database holds for them.
+type prefetchRead struct {
+	keys [][]byte
+	vals []byte // the values, one after the other
+	ends []int  // where each key's value ends in vals; -1: absent
+	err  error
+}
+
+func (r *prefetchRead) reset(keys [][]byte) {
+	r.keys, r.vals, r.ends, r.err = keys, r.vals[:0], r.ends[:0], nil
+}
+
+// read reads r.keys through it and closes it.
+func (r *prefetchRead) read(it *pdb.Iterator) {
+	for _, k := range r.keys {
+		if !it.SeekGE(k) || !bytes.Equal(it.Key(), k) {
+			r.ends = append(r.ends, -1)
+			continue
+		}
+		val, err := it.ValueAndErr()
+		if err != nil {
+			r.err = err
+			break
+		}
+		r.vals = append(r.vals, val...)
+		r.ends = append(r.ends, len(r.vals))
+	}
+	if r.err == nil {
+		r.err = it.Error()
+	}
+	if err := it.Close(); r.err == nil {
+		r.err = err
+	}
 }
