@@ -42,8 +42,9 @@
 //
 // Where lookups miss (PrefetchWanted), Prefetch reads the state of many
 // keys, those of a network buffer's records, into the cache ahead of the
-// records, in one pass over sorted keys through one iterator: a forward
-// seek costs less than half of a random point read (BenchmarkReadFloor).
+// records, in one pass over sorted keys through one iterator (or, for
+// many keys, two passes over halves on two goroutines): a forward seek
+// costs less than half of a random point read (BenchmarkReadFloor).
 //
 // Incremental checkpoints (Config.Incremental) flush the memtables and
 // hard-link the database's files at the barrier, and upload only the
