@@ -1,7 +1,9 @@
 package weir
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weirstream/weir/barrier"
@@ -164,6 +166,7 @@ type split struct {
 	gen   eventtime.Generator
 	out   *eventtime.SplitOutput
 	clock pausableClock // of the split's idleness
+	quiet time.Duration // emitPeriodic's scratch
 }
 
 // pausableClock is the wall clock minus the time it spent paused: the
@@ -205,9 +208,11 @@ type splitSourceOp[T any] struct {
 	emit   chainOutput
 	mux    *eventtime.Multiplexer // nil until the first poll
 	splits []*split
-	index  map[string]int // split id -> position in splits
-	last   *split         // of the previous record
-	reg    Splits
+	// emitOrder is emitPeriodic's scratch.
+	emitOrder []*split
+	index     map[string]int // split id -> position in splits
+	last      *split         // of the previous record
+	reg       Splits
 
 	pending []pendingPosition // positions of checkpoints not yet complete
 }
@@ -352,13 +357,39 @@ func (o *splitSourceOp[T]) PollNext() (st task.SourceStatus, err error) {
 	return task.MoreAvailable, o.emit.take()
 }
 
+// quietGenerator is a generator that tells how long its stream has been
+// quiet (eventtime.Idleness).
+type quietGenerator interface{ Quiet() time.Duration }
+
+// emitPeriodic runs the splits' periodic emits, those of the splits quiet
+// longest first: splits turn idle in the order their idleness timeouts
+// ran out, however late the emit comes. In split order, an emit late
+// enough to find every split's timeout run out marked them idle one by
+// one while a split that never had a record held the combined watermark
+// at its minimum, then the subtask idle: the others' watermarks never
+// passed on, and windows waited for records that would not come (a Kafka
+// partition with no records, under load).
+func (o *splitSourceOp[T]) emitPeriodic() {
+	o.emitOrder = append(o.emitOrder[:0], o.splits...)
+	if len(o.emitOrder) > 1 {
+		for _, s := range o.emitOrder {
+			s.quiet = 0
+			if q, ok := s.gen.(quietGenerator); ok {
+				s.quiet = q.Quiet()
+			}
+		}
+		slices.SortStableFunc(o.emitOrder, func(a, b *split) int { return cmp.Compare(b.quiet, a.quiet) })
+	}
+	for _, s := range o.emitOrder {
+		s.gen.OnPeriodicEmit(s.out)
+	}
+}
+
 func (o *splitSourceOp[T]) OnProcessingTime(now int64) (err error) {
 	o.enter()
 	defer o.catch(&err)
 	if o.mux != nil {
-		for _, s := range o.splits {
-			s.gen.OnPeriodicEmit(s.out)
-		}
+		o.emitPeriodic()
 	}
 	o.ctx.RequestProcessingTime(now + o.interval)
 	return o.emit.take()

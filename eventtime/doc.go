@@ -76,6 +76,9 @@
 //     timestamp, so that a watermark a punctuated generator emits from
 //     OnEvent follows the record that caused it.
 //  3. At every watermark interval, calls OnPeriodicEmit from the mailbox,
-//     between records.
+//     between records. A source of several splits (one generator each,
+//     combined by a Multiplexer) calls those of the splits quiet longest
+//     first (Idleness.Quiet), so that splits turn idle in the order their
+//     timeouts ran out even when one late call finds several run out.
 //  4. At the end of its input, emits MaxWatermark to the Output itself.
 package eventtime

@@ -161,6 +161,19 @@ func (w *Idleness) OnPeriodicEmit(out Output) {
 // Idle reports whether the output is currently marked idle.
 func (w *Idleness) Idle() bool { return w.idle }
 
+// Quiet returns how long the stream has been quiet as of now, by the
+// clock: 0 unless a quiet period began at an earlier periodic emit and no
+// record came since. A caller of several streams' periodic emits calls
+// the quietest first, so that streams turn idle in the order their
+// timeouts ran out even when one late emit finds several run out (see
+// weir's split sources).
+func (w *Idleness) Quiet() time.Duration {
+	if !w.quiet || w.events != w.checked {
+		return 0
+	}
+	return w.now().Sub(w.quietSince)
+}
+
 func (w *Idleness) quietTooLong() bool {
 	if w.events != w.checked {
 		w.checked = w.events

@@ -196,6 +196,27 @@ func TestIdleness(t *testing.T) {
 	}
 }
 
+// Quiet is how long the stream has been quiet by the clock, counted from
+// the periodic emit that began the quiet period, and 0 after a record.
+func TestIdlenessQuiet(t *testing.T) {
+	clk := clock.NewManual(epoch)
+	g, err := NewIdleness(NewMonotonousTimestamps(), time.Second, clk.Now)
+	require.NoError(t, err)
+	var out recorder
+	require.Zero(t, g.Quiet())
+	g.OnPeriodicEmit(&out) // begins the quiet period
+	clk.Advance(300 * time.Millisecond)
+	require.Equal(t, 300*time.Millisecond, g.Quiet())
+	g.OnEvent(5, &out)
+	require.Zero(t, g.Quiet(), "a record ends it")
+	g.OnPeriodicEmit(&out)
+	clk.Advance(time.Hour)
+	require.Zero(t, g.Quiet(), "the emit after a record begins none")
+	g.OnPeriodicEmit(&out)
+	clk.Advance(2 * time.Second)
+	require.Equal(t, 2*time.Second, g.Quiet())
+}
+
 func TestNewIdlenessRejectsBadArguments(t *testing.T) {
 	clk := clock.NewManual(epoch)
 	inner := NewMonotonousTimestamps()
