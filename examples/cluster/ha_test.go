@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -113,6 +114,38 @@ func (j *haJob) client() *ha.Client {
 	return c
 }
 
+// startLedByA starts coordinator a, waits until it leads, then starts
+// coordinator b and two workers; it returns a's leadership.
+func (j *haJob) startLedByA(ctx context.Context, hc *ha.Client) ha.Leader {
+	j.coordinator(ctx, "a", true)
+	l, err := hc.WaitLeader(ctx)
+	require.NoError(j.t, err)
+	require.Equal(j.t, "a", l.ID)
+	j.coordinator(ctx, "b", true)
+	j.worker(ctx, "w1")
+	j.worker(ctx, "w2")
+	return l
+}
+
+// revokeLeader revokes the lease of the leader's election key in etcd,
+// as the end of a leader cut off from etcd for an election timeout.
+func (j *haJob) revokeLeader(ctx context.Context) error {
+	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{j.p.etcd}, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer raw.Close()
+	resp, err := raw.Get(ctx, "/weir/jobs/"+j.p.job+"/leader/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) != 1 {
+		return fmt.Errorf("%d leader keys, want 1", len(resp.Kvs))
+	}
+	_, err = raw.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	return err
+}
+
 // wait waits for every goroutine and returns their results and the
 // coordinators' lost terms.
 func (j *haJob) wait() (map[string]error, map[string]int) {
@@ -131,25 +164,12 @@ func TestHARevokedLeaderCannotCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	hc := j.client()
-	j.coordinator(ctx, "a", true)
-	l, err := hc.WaitLeader(ctx)
-	require.NoError(t, err)
-	require.Equal(t, "a", l.ID)
-	j.coordinator(ctx, "b", true)
-	j.worker(ctx, "w1")
-	j.worker(ctx, "w2")
+	l := j.startLedByA(ctx, hc)
 	_, ptr, err := awaitCheckpointBy(ctx, hc, 0)
 	require.NoError(t, err)
 	require.NotZero(t, ptr, "the job ended before a checkpoint")
 
-	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{j.p.etcd}, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer raw.Close()
-	resp, err := raw.Get(ctx, "/weir/jobs/"+j.p.job+"/leader/", clientv3.WithFirstCreate()...)
-	require.NoError(t, err)
-	require.Len(t, resp.Kvs, 1)
-	_, err = raw.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
-	require.NoError(t, err)
+	require.NoError(t, j.revokeLeader(ctx))
 
 	_, nptr, err := awaitCheckpointBy(ctx, hc, l.Epoch)
 	require.NoError(t, err)
@@ -196,9 +216,6 @@ func TestHALeaderLostBeforeRecordingEnd(t *testing.T) {
 	j.p.job += "-end"
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{j.p.etcd}, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer raw.Close()
 	var hooked []ha.Status
 	var hookErr error
 	restore := jobmaster.SetBeforeEndHook(func(job string, s ha.Status) {
@@ -206,22 +223,12 @@ func TestHALeaderLostBeforeRecordingEnd(t *testing.T) {
 			return // the second leader records the end
 		}
 		hooked = append(hooked, s)
-		resp, err := raw.Get(ctx, "/weir/jobs/"+j.p.job+"/leader/", clientv3.WithFirstCreate()...)
-		if err == nil && len(resp.Kvs) == 1 {
-			_, err = raw.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
-		}
-		hookErr = err
+		hookErr = j.revokeLeader(ctx)
 	})
 	defer restore()
 
 	hc := j.client()
-	j.coordinator(ctx, "a", true)
-	l, err := hc.WaitLeader(ctx)
-	require.NoError(t, err)
-	require.Equal(t, "a", l.ID)
-	j.coordinator(ctx, "b", true)
-	j.worker(ctx, "w1")
-	j.worker(ctx, "w2")
+	j.startLedByA(ctx, hc)
 	errs, lost := j.wait()
 	require.NoError(t, hookErr)
 	require.Len(t, hooked, 1, "no leader saw the job end")
